@@ -1,0 +1,236 @@
+//! Sections: big aligned reservations of address space, each with the page
+//! descriptors of all its pages, and the map that answers "is this address
+//! ours, and what is its descriptor?" (the kernel's `pfn_valid` and
+//! `virt_to_page`).
+//!
+//! A section is a 256 MiB aligned reservation. Its first MAX_ORDER block
+//! (4 MiB) holds the 65536 descriptors of the section, 64 bytes each, so the
+//! descriptor of page `i` is at `base + 64 * i` and no lookup table is
+//! needed: address → descriptor and back are shifts and masks. The first
+//! 64 KiB of that block describe the metadata pages themselves, which are
+//! never handed out; the section header lives there. The remaining 63 blocks
+//! are committed to the zone one MAX_ORDER block at a time as it grows.
+//!
+//! The section map is one bit per possible section slot of the 47-bit
+//! address space (64 KiB of atomics). A bit is set, with Release ordering,
+//! only after the section's header is written, and is cleared only by
+//! [`destroy`] (tests). Production sections are never unmapped: a free()
+//! racing with a removal would read a descriptor that no longer exists —
+//! the race of seed 003 — so ours simply never go away.
+
+use core::ptr;
+use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use crate::config::{
+    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_SECTIONS, NR_SECTION_SLOTS, PAGEBLOCK_ORDER, PAGE_DESC_SIZE,
+    PAGE_SHIFT, PAGES_PER_SECTION, SECTION_META_BYTES, SECTION_SHIFT, SECTION_SIZE,
+};
+use crate::page::{MigrateType, Page};
+use crate::sys;
+
+const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"
+/// Pageblocks per section.
+pub const PAGEBLOCKS_PER_SECTION: usize = SECTION_SIZE >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
+
+/// The header of a section, stored in the descriptor slots of its own
+/// metadata pages.
+#[repr(C)]
+pub struct SectionHeader {
+    magic: u64,
+    /// Slot in the global section list.
+    pub slot: usize,
+    /// The zone that owns the section (opaque; used for assertions).
+    pub zone: AtomicUsize,
+    /// MAX_ORDER blocks of this section committed so far (block 0 is the
+    /// metadata itself). Guarded by the owning zone's lock.
+    pub committed_blocks: usize,
+    /// The migratetype of each pageblock (the kernel's pageblock_flags).
+    /// Written under the zone lock; read racily by the pcp free path, as the
+    /// kernel's get_pfnblock_migratetype does.
+    pub pageblock_mt: [AtomicU8; PAGEBLOCKS_PER_SECTION],
+}
+
+const _: () = assert!(core::mem::size_of::<SectionHeader>() <= 1024 * PAGE_DESC_SIZE);
+
+/// One bit per section slot of the address space.
+static SECTION_MAP: [AtomicU64; NR_SECTION_SLOTS / 64] =
+    [const { AtomicU64::new(0) }; NR_SECTION_SLOTS / 64];
+/// Every live section's base address (0 = free slot).
+static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
+/// Highest slot index ever used + 1 (bounds iteration).
+static SECTIONS_HIGH: AtomicUsize = AtomicUsize::new(0);
+
+/// The base of the section slot containing `addr`.
+#[inline(always)]
+pub fn section_base(addr: usize) -> usize {
+    addr & !(SECTION_SIZE - 1)
+}
+
+/// Whether `addr` lies in one of our sections (the kernel's pfn_valid).
+/// Lock-free: one load from the section map.
+#[inline(always)]
+pub fn is_ours(addr: usize) -> bool {
+    if addr >> ADDRESS_BITS != 0 {
+        return false;
+    }
+    let slot = addr >> SECTION_SHIFT;
+    SECTION_MAP[slot / 64].load(Ordering::Acquire) & (1 << (slot % 64)) != 0
+}
+
+/// The descriptor of the page containing `addr` (virt_to_page). Pure
+/// arithmetic; meaningful only if [`is_ours`] holds.
+#[inline(always)]
+pub fn desc_of(addr: usize) -> *mut Page {
+    let base = section_base(addr);
+    let index = (addr >> PAGE_SHIFT) & (PAGES_PER_SECTION - 1);
+    (base + index * PAGE_DESC_SIZE) as *mut Page
+}
+
+/// The address of the page a descriptor describes (page_address).
+#[inline(always)]
+pub fn page_addr(desc: *const Page) -> usize {
+    let d = desc as usize;
+    let base = section_base(d);
+    base + (d - base) * (1 << PAGE_SHIFT) / PAGE_DESC_SIZE
+}
+
+/// The header of the section containing `addr`.
+#[inline]
+pub fn header_of(addr: usize) -> *mut SectionHeader {
+    section_base(addr) as *mut SectionHeader
+}
+
+/// The migratetype of the pageblock containing `addr`.
+#[inline]
+pub fn pageblock_mt(addr: usize) -> MigrateType {
+    let h = header_of(addr);
+    let pb = (addr - section_base(addr)) >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
+    // SAFETY: addr is in a live section (caller), whose header is committed
+    // and initialised before the section became visible.
+    let v = unsafe { (*h).pageblock_mt[pb].load(Ordering::Relaxed) };
+    MigrateType::from_index(v as usize)
+}
+
+/// Sets the migratetype of the pageblock containing `addr`.
+#[inline]
+pub fn set_pageblock_mt(addr: usize, mt: MigrateType) {
+    let h = header_of(addr);
+    let pb = (addr - section_base(addr)) >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
+    // SAFETY: as in pageblock_mt.
+    unsafe { (*h).pageblock_mt[pb].store(mt as u8, Ordering::Relaxed) };
+}
+
+/// Reserves a new section for the zone tagged `zone`: maps the address
+/// range inaccessible, commits the descriptor block, writes the header and
+/// publishes the section in the map. `None` if the OS refuses or all
+/// section slots are taken.
+pub fn create(zone: usize) -> Option<*mut SectionHeader> {
+    let slot = claim_slot()?;
+    let Some(base) = sys::reserve(SECTION_SIZE, SECTION_SIZE) else {
+        SECTIONS[slot].store(0, Ordering::Release);
+        return None;
+    };
+    if !sys::commit(base, SECTION_META_BYTES) {
+        sys::unmap(base, SECTION_SIZE);
+        SECTIONS[slot].store(0, Ordering::Release);
+        return None;
+    }
+    let h = base as *mut SectionHeader;
+    // SAFETY: the header area was just committed and is ours alone until the
+    // section is published below. Fresh memory is zero, so pageblock types
+    // start as Unmovable; new blocks set theirs as they are committed.
+    unsafe {
+        ptr::addr_of_mut!((*h).magic).write(SECTION_MAGIC);
+        ptr::addr_of_mut!((*h).slot).write(slot);
+        (*h).zone.store(zone, Ordering::Relaxed);
+        ptr::addr_of_mut!((*h).committed_blocks).write(1);
+    }
+    SECTIONS[slot].store(base as usize, Ordering::Release);
+    let s = base as usize >> SECTION_SHIFT;
+    SECTION_MAP[s / 64].fetch_or(1 << (s % 64), Ordering::Release);
+    Some(h)
+}
+
+/// Takes a free slot in the section list (marking it busy with 1).
+fn claim_slot() -> Option<usize> {
+    for (i, s) in SECTIONS.iter().enumerate() {
+        if s.load(Ordering::Relaxed) == 0
+            && s.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            SECTIONS_HIGH.fetch_max(i + 1, Ordering::Relaxed);
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Commits MAX_ORDER block `block` (1..) of the section at `h`.
+///
+/// # Safety
+/// `h` is a live section header owned by the caller's zone, whose lock is
+/// held; `block` is not committed yet.
+pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
+    let addr = h as usize + block * MAX_ORDER_BYTES;
+    sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
+}
+
+/// Unmaps a section and frees its slot and map bit.
+///
+/// # Safety
+/// Nothing may use any address in the section or its descriptors ever
+/// again. Only test zones are destroyed.
+pub unsafe fn destroy(h: *mut SectionHeader) {
+    let base = h as usize;
+    // SAFETY: h is a live header (contract).
+    let slot = unsafe { (*h).slot };
+    let s = base >> SECTION_SHIFT;
+    SECTION_MAP[s / 64].fetch_and(!(1 << (s % 64)), Ordering::Release);
+    sys::unmap(base as *mut u8, SECTION_SIZE);
+    SECTIONS[slot].store(0, Ordering::Release);
+}
+
+/// Calls `f` with the header of every live section of zone `zone`.
+pub fn for_each(zone: usize, mut f: impl FnMut(*mut SectionHeader)) {
+    let high = SECTIONS_HIGH.load(Ordering::Acquire);
+    for s in &SECTIONS[..high] {
+        let base = s.load(Ordering::Acquire);
+        if base > 1 {
+            let h = base as *mut SectionHeader;
+            // SAFETY: a published base is a live section with a header.
+            if unsafe { (*h).zone.load(Ordering::Relaxed) } == zone {
+                f(h);
+            }
+        }
+    }
+}
+
+/// Whether `h` is a well-formed header (for invariant checks).
+pub fn header_ok(h: *const SectionHeader) -> bool {
+    // SAFETY: callers pass headers of live sections.
+    unsafe { (*h).magic == SECTION_MAGIC }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_descriptor_round_trip() {
+        let h = create(0xdead).expect("reserve a section");
+        let base = h as usize;
+        assert_eq!(base % SECTION_SIZE, 0);
+        assert!(is_ours(base + 12345));
+        assert!(!is_ours(base + SECTION_SIZE));
+        assert!(!is_ours(usize::MAX - 5));
+        for page in [1024usize, 1025, 4096, PAGES_PER_SECTION - 1] {
+            let addr = base + (page << PAGE_SHIFT);
+            let d = desc_of(addr + 17);
+            assert_eq!(d as usize, base + page * PAGE_DESC_SIZE);
+            assert_eq!(page_addr(d), addr);
+        }
+        assert!(header_ok(h));
+        // SAFETY: nothing else uses this test section.
+        unsafe { destroy(h) };
+        assert!(!is_ours(base + 12345));
+    }
+}

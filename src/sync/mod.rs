@@ -1,0 +1,343 @@
+//! Locks that never allocate: a futex mutex that measures its own
+//! contention (the zone lock), a try-only lock (pagesets), and a guarded
+//! cell built on the mutex.
+//!
+//! Lock order, written once for the whole crate:
+//!
+//! ```text
+//!   heap pool / abandoned list  →  pageset (try only)  →  zone  →  section map
+//!   huge registry (leaf)        init (leaf)            stats (none: atomics)
+//! ```
+//!
+//! A pageset lock is only ever *tried* on alloc/free paths: when it is busy
+//! the caller goes straight to the zone, as the kernel does. Only the
+//! maintenance tick, drain-all and fork wait for one, and none of them holds
+//! the zone lock while doing so. Remote frees of small objects take no lock.
+
+use core::cell::UnsafeCell;
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use crate::sys;
+
+const UNLOCKED: u32 = 0;
+const LOCKED: u32 = 1;
+const LOCKED_WAITERS: u32 = 2;
+/// Spins before sleeping on the futex. Short: with more threads than CPUs
+/// the holder is often preempted and spinning only burns its time slice.
+const SPIN_LIMIT: u32 = 64;
+
+/// A futex-based mutex (Drepper's three-state design) that counts how often
+/// it was taken, how often it was contended, and how long waiters waited.
+/// Those three are the "zone lock contention" figures of the seeds.
+pub struct RawLock {
+    state: AtomicU32,
+    /// Times the lock was taken. Written only by the holder.
+    pub acquisitions: AtomicU64,
+    /// Times a taker found it held. Written only by the holder.
+    pub contended: AtomicU64,
+    /// Nanoseconds takers spent waiting. Written only by the holder.
+    pub wait_ns: AtomicU64,
+}
+
+impl RawLock {
+    /// An unlocked lock with zero counters.
+    pub const fn new() -> RawLock {
+        RawLock {
+            state: AtomicU32::new(UNLOCKED),
+            acquisitions: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            wait_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes the lock, waiting as long as needed.
+    #[inline]
+    pub fn lock(&self) {
+        if self
+            .state
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_slow();
+        }
+        bump(&self.acquisitions, 1);
+    }
+
+    /// Takes the lock if it is free right now.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        let ok = self
+            .state
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+        if ok {
+            bump(&self.acquisitions, 1);
+        }
+        ok
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) {
+        let start = sys::now_ns();
+        let mut spins = 0;
+        loop {
+            let s = self.state.load(Ordering::Relaxed);
+            if s == UNLOCKED
+                && self
+                    .state
+                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            if spins < SPIN_LIMIT && s == LOCKED {
+                spins += 1;
+                core::hint::spin_loop();
+                continue;
+            }
+            // Announce a waiter; if the lock was free we now own it (in the
+            // contended state, which only costs an extra wake on unlock).
+            if self.state.swap(LOCKED_WAITERS, Ordering::Acquire) == UNLOCKED {
+                break;
+            }
+            futex_wait(&self.state, LOCKED_WAITERS);
+        }
+        let waited = sys::now_ns().saturating_sub(start);
+        bump(&self.contended, 1);
+        bump(&self.wait_ns, waited);
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The caller holds it.
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        if self.state.swap(UNLOCKED, Ordering::Release) == LOCKED_WAITERS {
+            futex_wake(&self.state);
+        }
+    }
+
+    /// Whether someone holds the lock right now (for assertions).
+    pub fn is_locked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) != UNLOCKED
+    }
+
+    /// Resets the lock to unlocked in a forked child, whose only thread may
+    /// have inherited it held by a thread that no longer exists.
+    ///
+    /// # Safety
+    /// Only in the child after fork, before any other use.
+    pub unsafe fn force_unlock(&self) {
+        self.state.store(UNLOCKED, Ordering::Relaxed);
+    }
+}
+
+impl Default for RawLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Adds to a counter that only one thread at a time writes (the lock
+/// holder), without a read-modify-write atomic.
+#[inline]
+pub fn bump(c: &AtomicU64, by: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32) {
+    // SAFETY: word is a valid aligned u32; FUTEX_WAIT returns at once if it
+    // no longer holds `expected`. A null timeout waits indefinitely.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            core::ptr::null::<libc::timespec>(),
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: word is a valid aligned u32; waking has no other effect.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+    }
+}
+
+/// A lock that the fast paths only ever try (the pageset lock). Waiting
+/// for it, which only maintenance, drain-all and fork do, spins and yields.
+pub struct TryLock {
+    held: AtomicBool,
+}
+
+impl TryLock {
+    /// An unlocked lock.
+    pub const fn new() -> TryLock {
+        TryLock { held: AtomicBool::new(false) }
+    }
+
+    /// Takes the lock if it is free right now.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        !self.held.load(Ordering::Relaxed)
+            && self
+                .held
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Takes the lock, spinning and yielding until it is free.
+    pub fn lock(&self) {
+        let mut spins = 0u32;
+        while !self.try_lock() {
+            spins += 1;
+            if spins < SPIN_LIMIT {
+                core::hint::spin_loop();
+            } else {
+                sys::yield_now();
+            }
+        }
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The caller holds it.
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.held.store(false, Ordering::Release);
+    }
+
+    /// Whether it is held right now (for assertions and reports).
+    pub fn is_locked(&self) -> bool {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Resets to unlocked in a forked child.
+    ///
+    /// # Safety
+    /// Only in the child after fork, before any other use.
+    pub unsafe fn force_unlock(&self) {
+        self.held.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Default for TryLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Data guarded by a [`RawLock`]; the guard is the only way in, so a
+/// function taking `&mut T` is known to run under the lock.
+pub struct Locked<T> {
+    /// The lock (public for its counters and for fork handling).
+    pub lock: RawLock,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: access to `data` is serialised by `lock`.
+unsafe impl<T: Send> Sync for Locked<T> {}
+// SAFETY: moving the cell moves the data, which is Send.
+unsafe impl<T: Send> Send for Locked<T> {}
+
+impl<T> Locked<T> {
+    /// Wraps `data` with an unlocked lock.
+    pub const fn new(data: T) -> Locked<T> {
+        Locked { lock: RawLock::new(), data: UnsafeCell::new(data) }
+    }
+
+    /// Takes the lock.
+    #[inline]
+    pub fn lock(&self) -> Guard<'_, T> {
+        self.lock.lock();
+        Guard { owner: self }
+    }
+
+    /// Takes the lock if it is free.
+    #[inline]
+    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
+        if self.lock.try_lock() {
+            Some(Guard { owner: self })
+        } else {
+            None
+        }
+    }
+
+    /// The data without locking.
+    ///
+    /// # Safety
+    /// No one else may access it concurrently (e.g. single-threaded tests,
+    /// the child after fork, or read-only racy snapshots of plain counters).
+    pub unsafe fn get_unlocked(&self) -> &mut T {
+        // SAFETY: exclusivity is the caller's promise.
+        unsafe { &mut *self.data.get() }
+    }
+}
+
+/// Proof that the lock of a [`Locked`] is held.
+pub struct Guard<'a, T> {
+    owner: &'a Locked<T>,
+}
+
+impl<T> Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard exists only while the lock is held.
+        unsafe { &*self.owner.data.get() }
+    }
+}
+
+impl<T> DerefMut for Guard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard exists only while the lock is held, and it is
+        // borrowed mutably, so this is the only reference.
+        unsafe { &mut *self.owner.data.get() }
+    }
+}
+
+impl<T> Drop for Guard<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: the guard holds the lock.
+        unsafe { self.owner.lock.unlock() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mutex_counts_contention() {
+        static L: Locked<u64> = Locked::new(0);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..20_000 {
+                        *L.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*L.lock(), 80_000);
+        assert_eq!(L.lock.acquisitions.load(Ordering::Relaxed), 80_002);
+    }
+
+    #[test]
+    fn trylock_excludes() {
+        let l = TryLock::new();
+        assert!(l.try_lock());
+        assert!(!l.try_lock());
+        // SAFETY: held just above.
+        unsafe { l.unlock() };
+        assert!(l.try_lock());
+    }
+}

@@ -1,0 +1,400 @@
+//! Linux backend of the platform contract (see `sys/mod.rs`).
+
+use core::fmt::Write;
+use core::ptr;
+
+use crate::config::PAGE_SIZE;
+use crate::util::{buf::FixedBuf, parse_size, parse_u64, trim};
+
+use super::injected_failure;
+
+/// The OS page size in bytes.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v <= 0 {
+        PAGE_SIZE
+    } else {
+        v as usize
+    }
+}
+
+/// Reserves `len` bytes of address space aligned to `align` (a power of two
+/// ≥ page size), inaccessible until [`commit`]ted. `None` if the OS refuses.
+pub fn reserve(len: usize, align: usize) -> Option<*mut u8> {
+    if injected_failure() {
+        return None;
+    }
+    let span = len.checked_add(align)?;
+    // SAFETY: an anonymous PROT_NONE mapping at an address of the kernel's
+    // choosing touches no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            span,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let start = p as usize;
+    let aligned = (start + align - 1) & !(align - 1);
+    let head = aligned - start;
+    let tail = span - head - len;
+    // SAFETY: both trimmed ranges lie inside the mapping just made and are
+    // not part of the range we keep.
+    unsafe {
+        if head > 0 {
+            libc::munmap(p, head);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail);
+        }
+    }
+    Some(aligned as *mut u8)
+}
+
+/// Makes `[p, p+len)` of a reservation readable and writable. The memory
+/// reads as zero until written.
+pub fn commit(p: *mut u8, len: usize) -> bool {
+    if injected_failure() {
+        return false;
+    }
+    // SAFETY: the range is part of a reservation we own (contract).
+    unsafe { libc::mprotect(p.cast(), len, libc::PROT_READ | libc::PROT_WRITE) == 0 }
+}
+
+/// Returns `[p, p+len)` to the reserved (inaccessible, not resident) state.
+pub fn decommit(p: *mut u8, len: usize) -> bool {
+    // SAFETY: the range is ours and unused (contract); MAP_FIXED over our own
+    // mapping replaces it atomically.
+    let r = unsafe {
+        libc::mmap(
+            p.cast(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    r != libc::MAP_FAILED
+}
+
+/// Maps `len` fresh zeroed read-write bytes anywhere. `None` on failure.
+pub fn map(len: usize) -> Option<*mut u8> {
+    if injected_failure() {
+        return None;
+    }
+    // SAFETY: an anonymous mapping at an address of the kernel's choosing.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        None
+    } else {
+        Some(p.cast())
+    }
+}
+
+/// Unmaps `[p, p+len)`.
+pub fn unmap(p: *mut u8, len: usize) {
+    // SAFETY: the range was mapped by us and nobody uses it any more
+    // (contract).
+    unsafe {
+        libc::munmap(p.cast(), len);
+    }
+}
+
+/// Resizes the mapping at `p` from `old` to `new` bytes, moving it if need
+/// be (mremap with MREMAP_MAYMOVE). `None` on failure (the old mapping is
+/// then untouched).
+pub fn remap(p: *mut u8, old: usize, new: usize) -> Option<*mut u8> {
+    if injected_failure() {
+        return None;
+    }
+    // SAFETY: p/old describe a whole mapping of ours (contract).
+    let q = unsafe { libc::mremap(p.cast(), old, new, libc::MREMAP_MAYMOVE) };
+    if q == libc::MAP_FAILED {
+        None
+    } else {
+        Some(q.cast())
+    }
+}
+
+/// Gives the physical memory behind `[p, p+len)` back to the OS. The range
+/// stays mapped and reads as zero afterwards.
+pub fn release(p: *mut u8, len: usize) -> bool {
+    // SAFETY: the range is ours and holds no live data (contract).
+    unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Writes all of `msg` to standard error, ignoring failures.
+pub fn write_stderr(msg: &[u8]) {
+    let mut rest = msg;
+    while !rest.is_empty() {
+        // SAFETY: rest is a valid byte slice.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            // Retry only on EINTR; anything else means stderr is gone.
+            // SAFETY: errno location is always valid for the calling thread.
+            if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
+}
+
+/// The value of environment variable `name` (NUL-terminated), if set.
+/// The slice points into the process environment and lives as long as
+/// nobody calls setenv for the same name.
+pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
+    debug_assert_eq!(name.last(), Some(&0));
+    // SAFETY: name is NUL-terminated; getenv only scans `environ`.
+    let p = unsafe { libc::getenv(name.as_ptr().cast()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returns a NUL-terminated string in the environment.
+    let len = unsafe { libc::strlen(p) };
+    // SAFETY: as above, len bytes are readable.
+    Some(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), len) })
+}
+
+/// A monotonic clock in nanoseconds.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Gives up the CPU for a moment.
+#[inline]
+pub fn yield_now() {
+    // SAFETY: sched_yield has no preconditions.
+    unsafe {
+        libc::sched_yield();
+    }
+}
+
+/// The CPU this thread runs on right now (0 if the OS cannot tell).
+#[inline]
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu has no preconditions (glibc reads it from rseq).
+    let c = unsafe { libc::sched_getcpu() };
+    if c < 0 {
+        0
+    } else {
+        c as usize
+    }
+}
+
+/// CPUs that may ever exist (indexes for per-CPU arrays), at least 1.
+pub fn nr_cpus_possible() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    if v <= 0 {
+        1
+    } else {
+        v as usize
+    }
+}
+
+/// CPUs online now, at least 1.
+pub fn nr_cpus_online() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if v <= 0 {
+        1
+    } else {
+        v as usize
+    }
+}
+
+/// A small file read into a fixed buffer.
+pub struct FileBuf {
+    bytes: [u8; 4096],
+    len: usize,
+}
+
+impl FileBuf {
+    /// The bytes read.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// Reads up to 4 KiB of the file at NUL-terminated `path`. `None` if it
+/// cannot be opened or read.
+pub fn read_file(path: *const libc::c_char) -> Option<FileBuf> {
+    // SAFETY: path is NUL-terminated (contract); O_CLOEXEC keeps it out of
+    // children.
+    let fd = unsafe { libc::open(path, libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut fb = FileBuf { bytes: [0; 4096], len: 0 };
+    loop {
+        let room = fb.bytes.len() - fb.len;
+        if room == 0 {
+            break;
+        }
+        // SAFETY: the destination is the unused tail of fb.bytes.
+        let n = unsafe { libc::read(fd, fb.bytes.as_mut_ptr().add(fb.len).cast(), room) };
+        if n < 0 {
+            // SAFETY: errno location is valid for the calling thread.
+            if unsafe { *libc::__errno_location() } == libc::EINTR {
+                continue;
+            }
+            // SAFETY: fd is ours.
+            unsafe { libc::close(fd) };
+            return None;
+        }
+        if n == 0 {
+            break;
+        }
+        fb.len += n as usize;
+    }
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    Some(fb)
+}
+
+/// Counts the CPUs in a sysfs cpu list such as `0-3,8,10-11`.
+fn count_cpu_list(s: &[u8]) -> usize {
+    let mut n = 0;
+    for part in trim(s).split(|&c| c == b',') {
+        let mut it = part.splitn(2, |&c| c == b'-');
+        let a = it.next().and_then(parse_u64);
+        let b = it.next().and_then(parse_u64);
+        match (a, b) {
+            (Some(a), Some(b)) if b >= a => n += (b - a + 1) as usize,
+            (Some(_), None) => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
+/// This CPU's slice of the last-level cache in bytes: the size of the
+/// highest-level data or unified cache of `cpu` divided by the CPUs sharing
+/// it (the kernel's `per_cpu_data_slice_size`). `None` if sysfs lacks it.
+pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
+    let mut best: Option<(u64, u64, usize)> = None; // (level, size, sharers)
+    for index in 0..16 {
+        let mut path = FixedBuf::<128>::new();
+        let read = |path: &mut FixedBuf<128>, leaf: &str| -> Option<FileBuf> {
+            path.clear();
+            let _ = write!(path, "/sys/devices/system/cpu/cpu{cpu}/cache/index{index}/{leaf}");
+            read_file(path.as_c_ptr())
+        };
+        let Some(level) = read(&mut path, "level") else { break };
+        let Some(level) = parse_u64(level.as_bytes()) else { continue };
+        let Some(kind) = read(&mut path, "type") else { continue };
+        let kind = trim(kind.as_bytes());
+        if kind != b"Data" && kind != b"Unified" {
+            continue;
+        }
+        let Some(size) = read(&mut path, "size").and_then(|s| parse_size(s.as_bytes())) else {
+            continue;
+        };
+        let sharers = read(&mut path, "shared_cpu_list")
+            .map(|s| count_cpu_list(s.as_bytes()))
+            .unwrap_or(1)
+            .max(1);
+        if best.is_none_or(|(l, _, _)| level > l) {
+            best = Some((level, size, sharers));
+        }
+    }
+    best.map(|(_, size, sharers)| size / sharers as u64)
+}
+
+/// The memory this process may use: the cgroup v2 `memory.max` of its
+/// cgroup if one is set, else MemTotal from /proc/meminfo. `None` if
+/// neither can be read.
+pub fn memory_limit_bytes() -> Option<u64> {
+    cgroup_memory_max().or_else(mem_total)
+}
+
+fn cgroup_memory_max() -> Option<u64> {
+    // /proc/self/cgroup holds "0::/some/path" on a cgroup v2 system.
+    let cg = read_file(c"/proc/self/cgroup".as_ptr())?;
+    let line = cg.as_bytes().split(|&c| c == b'\n').find(|l| l.starts_with(b"0::"))?;
+    let rel = trim(&line[3..]);
+    let mut path = FixedBuf::<512>::new();
+    path.push_bytes(b"/sys/fs/cgroup");
+    if rel != b"/" {
+        path.push_bytes(rel);
+    }
+    path.push_bytes(b"/memory.max");
+    if path.truncated {
+        return None;
+    }
+    let v = read_file(path.as_c_ptr())?;
+    // "max" means unlimited: fall through to MemTotal.
+    parse_u64(v.as_bytes())
+}
+
+fn mem_total() -> Option<u64> {
+    let m = read_file(c"/proc/meminfo".as_ptr())?;
+    let line = m.as_bytes().split(|&c| c == b'\n').find(|l| l.starts_with(b"MemTotal:"))?;
+    let rest = trim(&line[b"MemTotal:".len()..]);
+    let digits = rest.split(|&c| c == b' ').next()?;
+    parse_u64(digits)?.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_count() {
+        assert_eq!(count_cpu_list(b"0-3,8,10-11\n"), 7);
+        assert_eq!(count_cpu_list(b"0"), 1);
+        assert_eq!(count_cpu_list(b""), 0);
+    }
+
+    #[test]
+    fn machine_facts_are_readable() {
+        assert_eq!(page_size(), 4096);
+        assert!(nr_cpus_possible() >= nr_cpus_online());
+        assert!(memory_limit_bytes().unwrap() > 1 << 20);
+        // The cache slice may be missing in odd containers; when present it
+        // must be a sane size.
+        if let Some(s) = llc_slice_bytes(0) {
+            assert!(s >= 4096, "{s}");
+        }
+    }
+
+    #[test]
+    fn reserve_is_aligned_and_commits() {
+        let align = 1 << 22;
+        let p = reserve(1 << 22, align).unwrap();
+        assert_eq!(p as usize % align, 0);
+        assert!(commit(p, 8192));
+        // SAFETY: the first two pages were committed just above.
+        unsafe {
+            p.write(7);
+            assert_eq!(*p, 7);
+        }
+        assert!(release(p, 4096));
+        // SAFETY: still committed; released memory reads as zero.
+        unsafe { assert_eq!(*p, 0) };
+        unmap(p, 1 << 22);
+    }
+}

@@ -1,0 +1,125 @@
+//! Small allocation-free helpers: fixed buffers for text, integer parsing,
+//! and bit tricks used across layers.
+
+pub mod buf;
+
+
+/// Rounds `x` down to a power of two (`x` > 0), as the kernel's
+/// `rounddown_pow_of_two`.
+#[inline]
+pub const fn rounddown_pow_of_two(x: usize) -> usize {
+    1 << (usize::BITS - 1 - x.leading_zeros())
+}
+
+/// The smallest order `o` with `2^o >= n` (`n` ≥ 1).
+#[inline]
+pub const fn order_for_pages(n: usize) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        usize::BITS - (n - 1).leading_zeros()
+    }
+}
+
+/// Integer square root (the kernel's `int_sqrt`), exact floor.
+pub const fn int_sqrt(x: u64) -> u64 {
+    if x < 2 {
+        return x;
+    }
+    // Newton's method from an over-estimate; converges monotonically down.
+    let mut r = 1u64 << ((64 - x.leading_zeros()).div_ceil(2));
+    loop {
+        let next = (r + x / r) / 2;
+        if next >= r {
+            return r;
+        }
+        r = next;
+    }
+}
+
+/// Parses a decimal size with an optional K/M/G/T suffix (powers of 1024),
+/// e.g. `64M`. Returns `None` on anything else, or on overflow.
+pub fn parse_size(s: &[u8]) -> Option<u64> {
+    let s = trim(s);
+    if s.is_empty() {
+        return None;
+    }
+    let (digits, shift) = match s[s.len() - 1] {
+        b'k' | b'K' => (&s[..s.len() - 1], 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 30),
+        b't' | b'T' => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    let v = parse_u64(digits)?;
+    v.checked_mul(1u64 << shift)
+}
+
+/// Parses a plain decimal `u64` (surrounding ASCII whitespace allowed).
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    let s = trim(s);
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(v)
+}
+
+/// Strips ASCII whitespace (and a trailing NUL) from both ends.
+pub fn trim(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if first.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if last.is_ascii_whitespace() || *last == 0 {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size(b"64M"), Some(64 << 20));
+        assert_eq!(parse_size(b" 2g\n"), Some(2 << 30));
+        assert_eq!(parse_size(b"4096"), Some(4096));
+        assert_eq!(parse_size(b"12x"), None);
+        assert_eq!(parse_size(b""), None);
+        assert_eq!(parse_size(b"99999999999999999999T"), None);
+    }
+
+    #[test]
+    fn int_sqrt_is_floor() {
+        for x in 0..10_000u64 {
+            let r = int_sqrt(x);
+            assert!(r * r <= x && (r + 1) * (r + 1) > x, "{x}");
+        }
+        assert_eq!(int_sqrt(u64::MAX), u32::MAX as u64);
+    }
+
+    #[test]
+    fn orders_and_powers() {
+        assert_eq!(order_for_pages(1), 0);
+        assert_eq!(order_for_pages(2), 1);
+        assert_eq!(order_for_pages(3), 2);
+        assert_eq!(order_for_pages(1024), 10);
+        assert_eq!(rounddown_pow_of_two(96), 64);
+        assert_eq!(rounddown_pow_of_two(1), 1);
+    }
+}

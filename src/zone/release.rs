@@ -1,0 +1,101 @@
+//! Giving idle free memory back to the OS.
+//!
+//! The kernel never has to do this; a userspace heap does, or a program
+//! that freed a burst keeps its peak RSS forever. Each maintenance tick
+//! takes free blocks that have stayed free for at least `idle_ticks` ticks
+//! and are still resident, isolates them (off the free lists, under the
+//! lock), calls madvise(MADV_DONTNEED) on them *without* the lock, and puts
+//! them back marked CLEAN (they read as zero, which `calloc` uses). Whole
+//! pageblocks go first — that is where keeping pageblocks pure pays off —
+//! then smaller blocks, but only while more than `keep_dirty` free pages are
+//! resident: a little warm memory saves page faults on the next burst.
+//!
+//! Free lists are LIFO, so the blocks idle longest are near the tail; the
+//! scan starts there and looks at a bounded number of blocks per list.
+
+use crate::config::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
+use crate::page::{flags, MigrateType, Page, PageKind, MIGRATE_TYPES};
+use crate::section::page_addr;
+use crate::sys;
+
+use super::Zone;
+
+/// Blocks isolated per lock hold.
+const RELEASE_BATCH: usize = 16;
+/// Blocks looked at per list per lock hold.
+const SCAN_LIMIT: usize = 256;
+/// Lock holds per call (bounds one tick's work).
+const MAX_ROUNDS: usize = 256;
+
+impl Zone {
+    /// Returns idle, resident free memory to the OS; see the module docs.
+    /// Returns the bytes released.
+    pub fn release_idle(&self, idle_ticks: u32, keep_dirty: usize) -> usize {
+        let mut total = 0;
+        for _ in 0..MAX_ROUNDS {
+            let mut batch: [(*mut Page, u32, MigrateType); RELEASE_BATCH] =
+                [(core::ptr::null_mut(), 0, MigrateType::Movable); RELEASE_BATCH];
+            let mut n = 0;
+            {
+                let mut g = self.lock();
+                let z = &mut *g.inner;
+                let epoch = z.epoch;
+                'orders: for order in (0..=MAX_PAGE_ORDER).rev() {
+                    if order < PAGEBLOCK_ORDER && z.free - z.clean_free <= keep_dirty {
+                        break;
+                    }
+                    for mt in 0..MIGRATE_TYPES {
+                        let mut p = z.free_area[order as usize][mt].last();
+                        let mut scanned = 0;
+                        while !p.is_null() && scanned < SCAN_LIMIT {
+                            scanned += 1;
+                            // SAFETY: p is on our free list; lock held.
+                            let prev = unsafe { (*p).prev };
+                            // SAFETY: as above.
+                            let (fl, since) = unsafe { ((*p).flags, (*p).aux) };
+                            if fl & flags::CLEAN == 0 && epoch.wrapping_sub(since) >= idle_ticks {
+                                // SAFETY: as above; the block leaves the
+                                // free lists and is ours until put back.
+                                unsafe {
+                                    z.del_free(p);
+                                    (*p).set_kind(PageKind::Isolated);
+                                }
+                                z.isolated += 1 << order;
+                                batch[n] = (p, order, MigrateType::from_index(mt));
+                                n += 1;
+                                if n == RELEASE_BATCH {
+                                    break 'orders;
+                                }
+                            }
+                            p = prev;
+                        }
+                    }
+                }
+            }
+            if n == 0 {
+                break;
+            }
+            let mut released = [false; RELEASE_BATCH];
+            for (i, &(p, order, _)) in batch[..n].iter().enumerate() {
+                released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
+            }
+            let mut g = self.lock();
+            let z = &mut *g.inner;
+            for (i, &(p, order, mt)) in batch[..n].iter().enumerate() {
+                // SAFETY: p is the isolated block we took above.
+                unsafe {
+                    (*p).flags = if released[i] { flags::CLEAN } else { 0 };
+                    z.isolated -= 1 << order;
+                    z.free_one_page(p, order, mt);
+                }
+                if released[i] {
+                    let bytes = PAGE_SIZE << order;
+                    z.c.released_bytes += bytes as u64;
+                    z.c.release_events += 1;
+                    total += bytes;
+                }
+            }
+        }
+        total
+    }
+}

@@ -1,0 +1,260 @@
+//! The buddy zone against a simple model: random allocation/free sequences
+//! of mixed orders and migratetypes, the memory limit, and fragmentation
+//! under seed 004's stealing rules.
+
+use std::collections::BTreeMap;
+
+use pcpalloc::config::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGE_SIZE};
+use pcpalloc::page::{MigrateType, Page, PageKind};
+use pcpalloc::section::page_addr;
+use pcpalloc::zone::{StealRules, Zone, ZoneConfig};
+use proptest::prelude::*;
+
+/// A zone that is unmapped when the test ends.
+struct TestZone(Box<Zone>);
+
+impl TestZone {
+    fn new(limit: usize, steal: StealRules) -> TestZone {
+        let mut cfg = ZoneConfig::with_limit(limit);
+        cfg.steal = steal;
+        TestZone(Box::new(Zone::with_config(&cfg)))
+    }
+}
+
+impl Drop for TestZone {
+    fn drop(&mut self) {
+        // SAFETY: the test is over; nothing uses the zone's memory.
+        unsafe { self.0.destroy() }
+    }
+}
+
+impl std::ops::Deref for TestZone {
+    type Target = Zone;
+    fn deref(&self) -> &Zone {
+        &self.0
+    }
+}
+
+fn alloc(z: &Zone, order: u32, mt: MigrateType) -> Option<*mut Page> {
+    let p = z.alloc(order, mt);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the block is ours now.
+    unsafe { (*p).set_kind(PageKind::Large) };
+    Some(p)
+}
+
+fn free(z: &Zone, p: *mut Page, order: u32) {
+    // SAFETY: p was allocated from z with this order and is unused.
+    unsafe {
+        (*p).flags = 0;
+        z.free(p, order);
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc(u32, u8),
+    Free(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u32..=3, 0u8..3).prop_map(|(o, m)| Op::Alloc(o, m)),
+        1 => (4u32..=MAX_PAGE_ORDER, 0u8..3).prop_map(|(o, m)| Op::Alloc(o, m)),
+        5 => any::<usize>().prop_map(Op::Free),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn buddy_matches_model(ops in prop::collection::vec(op(), 1..300)) {
+        let z = TestZone::new(32 << 20, StealRules::SEED_004);
+        // Model: live blocks by address -> (order, byte pattern).
+        let mut live: BTreeMap<usize, (u32, *mut Page)> = BTreeMap::new();
+        let mut used_pages = 0usize;
+        for op in ops {
+            match op {
+                Op::Alloc(order, m) => {
+                    let mt = MigrateType::from_index(m as usize);
+                    if let Some(p) = alloc(&z, order, mt) {
+                        let a = page_addr(p);
+                        let len = PAGE_SIZE << order;
+                        prop_assert_eq!(a % len, 0, "block not aligned to its size");
+                        // No overlap with any live block.
+                        if let Some((&b, &(bo, _))) = live.range(..a + len).next_back() {
+                            prop_assert!(b + (PAGE_SIZE << bo) <= a, "blocks overlap");
+                        }
+                        // SAFETY: the block is ours; write its first and last byte.
+                        unsafe {
+                            (a as *mut u8).write(0xAB);
+                            ((a + len - 1) as *mut u8).write(0xCD);
+                        }
+                        live.insert(a, (order, p));
+                        used_pages += 1 << order;
+                    }
+                }
+                Op::Free(i) => {
+                    if live.is_empty() { continue; }
+                    let key = *live.keys().nth(i % live.len()).unwrap();
+                    let (order, p) = live.remove(&key).unwrap();
+                    // SAFETY: still ours: the pattern must be intact.
+                    unsafe {
+                        prop_assert_eq!((key as *const u8).read(), 0xAB);
+                        prop_assert_eq!(((key + (PAGE_SIZE << order) - 1) as *const u8).read(), 0xCD);
+                    }
+                    free(&z, p, order);
+                    used_pages -= 1 << order;
+                }
+            }
+            let walk = z.check_invariants();
+            let snap = z.snapshot();
+            prop_assert_eq!(walk.used, used_pages);
+            prop_assert_eq!(snap.free, snap.managed - used_pages);
+        }
+        for (_, (order, p)) in std::mem::take(&mut live) {
+            free(&z, p, order);
+        }
+        z.check_invariants();
+        let snap = z.snapshot();
+        prop_assert_eq!(snap.free, snap.managed);
+        prop_assert_eq!(snap.nr_free[MAX_PAGE_ORDER as usize] * MAX_ORDER_PAGES, snap.managed,
+            "not everything merged back into order-10 blocks");
+    }
+}
+
+#[test]
+fn memory_limit_fails_cleanly_and_recovers() {
+    let z = TestZone::new(8 << 20, StealRules::SEED_004);
+    let mut blocks = Vec::new();
+    while let Some(p) = alloc(&z, 0, MigrateType::Movable) {
+        blocks.push(p);
+        assert!(blocks.len() <= 2048, "allocated past the limit");
+    }
+    assert_eq!(blocks.len(), 2048, "the whole 8 MiB should be usable");
+    let snap = z.snapshot();
+    assert_eq!(snap.budget_used, 8 << 20);
+    assert!(snap.counters.alloc_fail >= 1);
+    assert!(alloc(&z, 3, MigrateType::Movable).is_none());
+    // Freeing makes allocation work again.
+    let p = blocks.pop().unwrap();
+    free(&z, p, 0);
+    let q = alloc(&z, 0, MigrateType::Unmovable).expect("allocation after a free");
+    blocks.push(q);
+    for p in blocks.drain(..) {
+        free(&z, p, 0);
+    }
+    z.check_invariants();
+    let snap = z.snapshot();
+    assert_eq!(snap.free, snap.managed);
+    assert_eq!(snap.nr_free[MAX_PAGE_ORDER as usize], 2, "nothing leaked: two whole 4 MiB blocks");
+}
+
+/// A tiny deterministic generator (xorshift64*), so the fragmentation test
+/// replays the same sequence under both rule sets.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+struct HighAllocResult {
+    pageblocks: usize,
+    success: usize,
+    fallbacks: u64,
+    fragmenting_unmovable: u64,
+    unmovable_in_movable: u64,
+    claims: u64,
+}
+
+/// stress-highalloc in miniature (mmtests, as seed 004 ran it): fill the
+/// zone with a 9:1 mix of MOVABLE and UNMOVABLE small allocations, churn
+/// it (free a third of the movable pages, refill), free every MOVABLE
+/// allocation, then ask for pageblock-order blocks until none is left.
+fn stress_highalloc(steal: StealRules) -> HighAllocResult {
+    const LIMIT: usize = 128 << 20;
+    let z = TestZone::new(LIMIT, steal);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut movable: Vec<(*mut Page, u32)> = Vec::new();
+    let mut unmovable: Vec<(*mut Page, u32)> = Vec::new();
+    let fill = |rng: &mut Rng, movable: &mut Vec<_>, unmovable: &mut Vec<_>| loop {
+        let order = if rng.below(8) == 0 { rng.below(4) as u32 } else { 0 };
+        let mt = if rng.below(10) == 0 { MigrateType::Unmovable } else { MigrateType::Movable };
+        match alloc(&z, order, mt) {
+            Some(p) if mt == MigrateType::Movable => movable.push((p, order)),
+            Some(p) => unmovable.push((p, order)),
+            None => break,
+        }
+    };
+    fill(&mut rng, &mut movable, &mut unmovable);
+    for _ in 0..8 {
+        for _ in 0..movable.len() / 3 {
+            let i = rng.below(movable.len());
+            let (p, o) = movable.swap_remove(i);
+            free(&z, p, o);
+        }
+        // Some unmovable objects die too, as slabs empty.
+        for _ in 0..unmovable.len() / 10 {
+            let i = rng.below(unmovable.len());
+            let (p, o) = unmovable.swap_remove(i);
+            free(&z, p, o);
+        }
+        fill(&mut rng, &mut movable, &mut unmovable);
+    }
+    for (p, o) in movable.drain(..) {
+        free(&z, p, o);
+    }
+    z.check_invariants();
+    let pageblocks = z.snapshot().managed / 512;
+    let mut success = 0;
+    let mut got = Vec::new();
+    while let Some(p) = alloc(&z, 9, MigrateType::Movable) {
+        success += 1;
+        got.push(p);
+    }
+    let c = z.snapshot().counters;
+    for p in got {
+        free(&z, p, 9);
+    }
+    for (p, o) in unmovable.drain(..) {
+        free(&z, p, o);
+    }
+    z.check_invariants();
+    HighAllocResult {
+        pageblocks,
+        success,
+        fallbacks: c.extfrag_fallback,
+        fragmenting_unmovable: c.extfrag_fragmenting[MigrateType::Unmovable as usize],
+        unmovable_in_movable: c.extfrag_in_movable[MigrateType::Unmovable as usize],
+        claims: c.pageblock_claims,
+    }
+}
+
+#[test]
+fn seed_004_stealing_keeps_unmovable_out_of_movable_pageblocks() {
+    let seed = stress_highalloc(StealRules::SEED_004);
+    let base = stress_highalloc(StealRules::BASELINE);
+    println!("stress-highalloc (128 MiB zone)   baseline  seed-004");
+    println!("  pageblocks                      {:>8}  {:>8}", base.pageblocks, seed.pageblocks);
+    println!("  order-9 successes               {:>8}  {:>8}", base.success, seed.success);
+    println!("  extfrag fallbacks               {:>8}  {:>8}", base.fallbacks, seed.fallbacks);
+    println!("  fragmenting for unmovable       {:>8}  {:>8}", base.fragmenting_unmovable, seed.fragmenting_unmovable);
+    println!("  unmovable placed with movable   {:>8}  {:>8}", base.unmovable_in_movable, seed.unmovable_in_movable);
+    println!("  pageblock claims                {:>8}  {:>8}", base.claims, seed.claims);
+    assert!(
+        seed.unmovable_in_movable < base.unmovable_in_movable,
+        "seed-004 rules should place fewer unmovable fallbacks in movable pageblocks"
+    );
+    assert!(seed.fragmenting_unmovable < base.fragmenting_unmovable);
+}
