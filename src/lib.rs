@@ -16,9 +16,12 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod meta;
 pub mod page;
+pub mod pcp;
 pub mod section;
 pub mod sync;
 pub mod sys;
+pub mod tunables;
 pub mod util;
 pub mod zone;

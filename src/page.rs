@@ -83,8 +83,11 @@ pub const MIGRATE_TYPES: usize = 3;
 
 impl MigrateType {
     /// All migratetypes, in index order.
-    pub const ALL: [MigrateType; MIGRATE_TYPES] =
-        [MigrateType::Unmovable, MigrateType::Movable, MigrateType::Reclaimable];
+    pub const ALL: [MigrateType; MIGRATE_TYPES] = [
+        MigrateType::Unmovable,
+        MigrateType::Movable,
+        MigrateType::Reclaimable,
+    ];
 
     /// The type stored at `i` (masking out-of-range values to Unmovable).
     #[inline]
@@ -245,7 +248,11 @@ unsafe impl Send for PageList {}
 impl PageList {
     /// An empty list.
     pub const fn new() -> PageList {
-        PageList { head: ptr::null_mut(), tail: ptr::null_mut(), len: 0 }
+        PageList {
+            head: ptr::null_mut(),
+            tail: ptr::null_mut(),
+            len: 0,
+        }
     }
 
     /// Number of elements.

@@ -22,8 +22,8 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::config::{
-    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_SECTIONS, NR_SECTION_SLOTS, PAGEBLOCK_ORDER, PAGE_DESC_SIZE,
-    PAGE_SHIFT, PAGES_PER_SECTION, SECTION_META_BYTES, SECTION_SHIFT, SECTION_SIZE,
+    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_SECTIONS, NR_SECTION_SLOTS, PAGEBLOCK_ORDER,
+    PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_META_BYTES, SECTION_SHIFT, SECTION_SIZE,
 };
 use crate::page::{MigrateType, Page};
 use crate::sys;
@@ -155,7 +155,8 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
 fn claim_slot() -> Option<usize> {
     for (i, s) in SECTIONS.iter().enumerate() {
         if s.load(Ordering::Relaxed) == 0
-            && s.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            && s.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
         {
             SECTIONS_HIGH.fetch_max(i + 1, Ordering::Relaxed);
             return Some(i);

@@ -150,7 +150,10 @@ fn memory_limit_fails_cleanly_and_recovers() {
     z.check_invariants();
     let snap = z.snapshot();
     assert_eq!(snap.free, snap.managed);
-    assert_eq!(snap.nr_free[MAX_PAGE_ORDER as usize], 2, "nothing leaked: two whole 4 MiB blocks");
+    assert_eq!(
+        snap.nr_free[MAX_PAGE_ORDER as usize], 2,
+        "nothing leaked: two whole 4 MiB blocks"
+    );
 }
 
 /// A tiny deterministic generator (xorshift64*), so the fragmentation test
@@ -189,8 +192,16 @@ fn stress_highalloc(steal: StealRules) -> HighAllocResult {
     let mut movable: Vec<(*mut Page, u32)> = Vec::new();
     let mut unmovable: Vec<(*mut Page, u32)> = Vec::new();
     let fill = |rng: &mut Rng, movable: &mut Vec<_>, unmovable: &mut Vec<_>| loop {
-        let order = if rng.below(8) == 0 { rng.below(4) as u32 } else { 0 };
-        let mt = if rng.below(10) == 0 { MigrateType::Unmovable } else { MigrateType::Movable };
+        let order = if rng.below(8) == 0 {
+            rng.below(4) as u32
+        } else {
+            0
+        };
+        let mt = if rng.below(10) == 0 {
+            MigrateType::Unmovable
+        } else {
+            MigrateType::Movable
+        };
         match alloc(&z, order, mt) {
             Some(p) if mt == MigrateType::Movable => movable.push((p, order)),
             Some(p) => unmovable.push((p, order)),
@@ -246,12 +257,30 @@ fn seed_004_stealing_keeps_unmovable_out_of_movable_pageblocks() {
     let seed = stress_highalloc(StealRules::SEED_004);
     let base = stress_highalloc(StealRules::BASELINE);
     println!("stress-highalloc (128 MiB zone)   baseline  seed-004");
-    println!("  pageblocks                      {:>8}  {:>8}", base.pageblocks, seed.pageblocks);
-    println!("  order-9 successes               {:>8}  {:>8}", base.success, seed.success);
-    println!("  extfrag fallbacks               {:>8}  {:>8}", base.fallbacks, seed.fallbacks);
-    println!("  fragmenting for unmovable       {:>8}  {:>8}", base.fragmenting_unmovable, seed.fragmenting_unmovable);
-    println!("  unmovable placed with movable   {:>8}  {:>8}", base.unmovable_in_movable, seed.unmovable_in_movable);
-    println!("  pageblock claims                {:>8}  {:>8}", base.claims, seed.claims);
+    println!(
+        "  pageblocks                      {:>8}  {:>8}",
+        base.pageblocks, seed.pageblocks
+    );
+    println!(
+        "  order-9 successes               {:>8}  {:>8}",
+        base.success, seed.success
+    );
+    println!(
+        "  extfrag fallbacks               {:>8}  {:>8}",
+        base.fallbacks, seed.fallbacks
+    );
+    println!(
+        "  fragmenting for unmovable       {:>8}  {:>8}",
+        base.fragmenting_unmovable, seed.fragmenting_unmovable
+    );
+    println!(
+        "  unmovable placed with movable   {:>8}  {:>8}",
+        base.unmovable_in_movable, seed.unmovable_in_movable
+    );
+    println!(
+        "  pageblock claims                {:>8}  {:>8}",
+        base.claims, seed.claims
+    );
     assert!(
         seed.unmovable_in_movable < base.unmovable_in_movable,
         "seed-004 rules should place fewer unmovable fallbacks in movable pageblocks"

@@ -177,7 +177,10 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
 /// A monotonic clock in nanoseconds.
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-parameter.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -248,7 +251,10 @@ pub fn read_file(path: *const libc::c_char) -> Option<FileBuf> {
     if fd < 0 {
         return None;
     }
-    let mut fb = FileBuf { bytes: [0; 4096], len: 0 };
+    let mut fb = FileBuf {
+        bytes: [0; 4096],
+        len: 0,
+    };
     loop {
         let room = fb.bytes.len() - fb.len;
         if room == 0 {
@@ -300,12 +306,21 @@ pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
         let mut path = FixedBuf::<128>::new();
         let read = |path: &mut FixedBuf<128>, leaf: &str| -> Option<FileBuf> {
             path.clear();
-            let _ = write!(path, "/sys/devices/system/cpu/cpu{cpu}/cache/index{index}/{leaf}");
+            let _ = write!(
+                path,
+                "/sys/devices/system/cpu/cpu{cpu}/cache/index{index}/{leaf}"
+            );
             read_file(path.as_c_ptr())
         };
-        let Some(level) = read(&mut path, "level") else { break };
-        let Some(level) = parse_u64(level.as_bytes()) else { continue };
-        let Some(kind) = read(&mut path, "type") else { continue };
+        let Some(level) = read(&mut path, "level") else {
+            break;
+        };
+        let Some(level) = parse_u64(level.as_bytes()) else {
+            continue;
+        };
+        let Some(kind) = read(&mut path, "type") else {
+            continue;
+        };
         let kind = trim(kind.as_bytes());
         if kind != b"Data" && kind != b"Unified" {
             continue;
@@ -334,7 +349,10 @@ pub fn memory_limit_bytes() -> Option<u64> {
 fn cgroup_memory_max() -> Option<u64> {
     // /proc/self/cgroup holds "0::/some/path" on a cgroup v2 system.
     let cg = read_file(c"/proc/self/cgroup".as_ptr())?;
-    let line = cg.as_bytes().split(|&c| c == b'\n').find(|l| l.starts_with(b"0::"))?;
+    let line = cg
+        .as_bytes()
+        .split(|&c| c == b'\n')
+        .find(|l| l.starts_with(b"0::"))?;
     let rel = trim(&line[3..]);
     let mut path = FixedBuf::<512>::new();
     path.push_bytes(b"/sys/fs/cgroup");
@@ -352,7 +370,10 @@ fn cgroup_memory_max() -> Option<u64> {
 
 fn mem_total() -> Option<u64> {
     let m = read_file(c"/proc/meminfo".as_ptr())?;
-    let line = m.as_bytes().split(|&c| c == b'\n').find(|l| l.starts_with(b"MemTotal:"))?;
+    let line = m
+        .as_bytes()
+        .split(|&c| c == b'\n')
+        .find(|l| l.starts_with(b"MemTotal:"))?;
     let rest = trim(&line[b"MemTotal:".len()..]);
     let digits = rest.split(|&c| c == b' ').next()?;
     parse_u64(digits)?.checked_mul(1024)

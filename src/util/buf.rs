@@ -17,7 +17,11 @@ pub struct FixedBuf<const N: usize> {
 impl<const N: usize> FixedBuf<N> {
     /// An empty buffer.
     pub const fn new() -> Self {
-        Self { bytes: [0; N], len: 0, truncated: false }
+        Self {
+            bytes: [0; N],
+            len: 0,
+            truncated: false,
+        }
     }
 
     /// The text written so far.

@@ -3,7 +3,6 @@
 
 pub mod buf;
 
-
 /// Rounds `x` down to a power of two (`x` > 0), as the kernel's
 /// `rounddown_pow_of_two`.
 #[inline]

@@ -11,7 +11,9 @@
 //! Everything here runs under the zone lock: the functions take
 //! `&mut ZoneInner`, which only the lock guard hands out.
 
-use crate::config::{MAX_PAGE_ORDER, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE};
+use crate::config::{
+    MAX_PAGE_ORDER, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE,
+};
 use crate::page::{flags, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
 use crate::section::{self, desc_of, page_addr, SectionHeader};
 
@@ -130,7 +132,14 @@ impl ZoneInner {
     /// # Safety
     /// `head` is the descriptor of a block of this zone that is on no list
     /// and whose non-head descriptors are all `None`.
-    pub unsafe fn add_free(&mut self, head: *mut Page, order: u32, mt: MigrateType, clean: bool, back: bool) {
+    pub unsafe fn add_free(
+        &mut self,
+        head: *mut Page,
+        order: u32,
+        mt: MigrateType,
+        clean: bool,
+        back: bool,
+    ) {
         // SAFETY: head is a valid descriptor we own (contract).
         unsafe {
             (*head).set_kind(PageKind::Buddy);
@@ -138,7 +147,9 @@ impl ZoneInner {
             (*head).migratetype = mt as u8;
             (*head).flags = if clean { flags::CLEAN } else { 0 };
             (*head).aux = self.epoch;
-            (*head).head.store(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
+            (*head)
+                .head
+                .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
             let list = &mut self.free_area[order as usize][mt as usize];
             if back {
                 list.push_back(head);
@@ -201,7 +212,10 @@ impl ZoneInner {
                     // type, so a later split puts halves on the right lists.
                     let pbs = 1usize << (order - PAGEBLOCK_ORDER);
                     for i in 0..pbs {
-                        section::set_pageblock_mt(buddy_addr + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE, mt);
+                        section::set_pageblock_mt(
+                            buddy_addr + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE,
+                            mt,
+                        );
                     }
                 }
                 clean &= (*buddy).flags & flags::CLEAN != 0;
@@ -222,7 +236,14 @@ impl ZoneInner {
     /// # Safety
     /// `[addr, addr + PAGE_SIZE << high)` is a block of this zone just taken
     /// off the free lists.
-    pub unsafe fn expand(&mut self, addr: usize, low: u32, mut high: u32, mt: MigrateType, clean: bool) {
+    pub unsafe fn expand(
+        &mut self,
+        addr: usize,
+        low: u32,
+        mut high: u32,
+        mt: MigrateType,
+        clean: bool,
+    ) {
         while high > low {
             high -= 1;
             let half = addr + (PAGE_SIZE << high);
@@ -258,7 +279,11 @@ impl ZoneInner {
     /// has no block large enough.
     pub fn rmqueue(&mut self, order: u32, mt: MigrateType) -> *mut Page {
         let p = self.rmqueue_smallest(order, mt);
-        let p = if p.is_null() { self.rmqueue_fallback(order, mt) } else { p };
+        let p = if p.is_null() {
+            self.rmqueue_fallback(order, mt)
+        } else {
+            p
+        };
         if !p.is_null() {
             self.c.pgalloc += 1 << order;
         }

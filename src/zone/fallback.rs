@@ -72,7 +72,11 @@ enum Steal {
 
 impl ZoneInner {
     /// Allocates `order` for `start` from another migratetype's lists.
-    pub(super) fn rmqueue_fallback(&mut self, order: u32, start: MigrateType) -> *mut crate::page::Page {
+    pub(super) fn rmqueue_fallback(
+        &mut self,
+        order: u32,
+        start: MigrateType,
+    ) -> *mut crate::page::Page {
         for current in (order..=MAX_PAGE_ORDER).rev() {
             for &fallback in &FALLBACKS[start as usize] {
                 let head = self.free_area[current as usize][fallback as usize].first();
@@ -83,7 +87,11 @@ impl ZoneInner {
                 let buddy_type = if self.steal.always_steal_split_buddies {
                     start
                 } else if self.steal.split_buddies_follow_steal {
-                    if steal != Steal::None { start } else { fallback }
+                    if steal != Steal::None {
+                        start
+                    } else {
+                        fallback
+                    }
                 } else if steal == Steal::Claimed {
                     start
                 } else {
@@ -164,7 +172,14 @@ impl ZoneInner {
         moved
     }
 
-    fn count_extfrag(&mut self, _addr: usize, fallback_order: u32, start: MigrateType, fallback: MigrateType, steal: Steal) {
+    fn count_extfrag(
+        &mut self,
+        _addr: usize,
+        fallback_order: u32,
+        start: MigrateType,
+        fallback: MigrateType,
+        steal: Steal,
+    ) {
         self.c.extfrag_fallback += 1;
         if steal == Steal::Claimed {
             self.c.pageblock_claims += 1;

@@ -63,7 +63,12 @@ pub struct ZoneConfig {
 impl ZoneConfig {
     /// A configuration with the given limit and the seed's final rules.
     pub fn with_limit(memory_limit: usize) -> ZoneConfig {
-        ZoneConfig { memory_limit, nr_cpus: 1, high_fraction: 0, steal: StealRules::SEED_004 }
+        ZoneConfig {
+            memory_limit,
+            nr_cpus: 1,
+            high_fraction: 0,
+            steal: StealRules::SEED_004,
+        }
     }
 }
 
@@ -76,7 +81,10 @@ pub struct Budget {
 
 impl Budget {
     const fn new() -> Budget {
-        Budget { limit: AtomicUsize::new(0), used: AtomicUsize::new(0) }
+        Budget {
+            limit: AtomicUsize::new(0),
+            used: AtomicUsize::new(0),
+        }
     }
 
     /// Takes `bytes` from the budget if they fit under the limit.
@@ -84,11 +92,16 @@ impl Budget {
         let limit = self.limit.load(Relaxed);
         let mut used = self.used.load(Relaxed);
         loop {
-            let Some(next) = used.checked_add(bytes) else { return false };
+            let Some(next) = used.checked_add(bytes) else {
+                return false;
+            };
             if next > limit {
                 return false;
             }
-            match self.used.compare_exchange_weak(used, next, Relaxed, Relaxed) {
+            match self
+                .used
+                .compare_exchange_weak(used, next, Relaxed, Relaxed)
+            {
                 Ok(_) => return true,
                 Err(u) => used = u,
             }
@@ -171,7 +184,10 @@ impl Zone {
     /// Takes the zone lock.
     #[inline]
     pub fn lock(&self) -> ZoneGuard<'_> {
-        ZoneGuard { zone: self, inner: self.locked.lock() }
+        ZoneGuard {
+            zone: self,
+            inner: self.locked.lock(),
+        }
     }
 
     /// The zone lock's counters (acquisitions, contended, wait_ns).
@@ -214,7 +230,9 @@ impl Zone {
     }
 
     /// Clears ZONE_BELOW_HIGH if free pages are at or above the high
-    /// watermark (the end of the kernel's free_unref_page_commit).
+    /// watermark (the end of the kernel's free_unref_page_commit; the
+    /// maintenance tick calls it too, so an idle zone does not stay
+    /// flagged).
     pub fn clear_below_high_if_ok(&self) {
         if self.below_high() && self.free_pages() >= self.wmark(WMARK_HIGH) {
             let mut g = self.lock();
@@ -230,6 +248,7 @@ impl Zone {
     /// The head comes back with kind `None`, `order` set and CLEAN telling
     /// whether the memory is known to read as zero.
     pub fn alloc(&self, order: u32, mt: MigrateType) -> *mut Page {
+        self.check_below_high(order);
         self.lock().rmqueue(order, mt)
     }
 
@@ -247,7 +266,13 @@ impl Zone {
     /// Takes up to `count` blocks of `order` for `mt` in one lock hold and
     /// appends them to `list` as pcp pages (the kernel's rmqueue_bulk).
     /// Returns how many it got.
-    pub fn rmqueue_bulk(&self, order: u32, count: usize, mt: MigrateType, list: &mut PageList) -> usize {
+    pub fn rmqueue_bulk(
+        &self,
+        order: u32,
+        count: usize,
+        mt: MigrateType,
+        list: &mut PageList,
+    ) -> usize {
         let mut g = self.lock();
         let mut n = 0;
         while n < count {
@@ -268,7 +293,12 @@ impl Zone {
 
     /// Sets ZONE_BELOW_HIGH if an allocation of `order` would leave the
     /// zone below its high watermark (seed 000 patch 8: detected on the
-    /// allocation path, where it costs least). Returns the flag.
+    /// allocation path, before the zone is asked, where it costs least).
+    /// Returns the flag.
+    ///
+    /// Because the zone grows back to its high watermark whenever it falls
+    /// below the low one (our kswapd), the flag marks real pressure: the
+    /// memory limit kept the zone from growing.
     pub fn check_below_high(&self, order: u32) -> bool {
         if self.below_high() {
             return true;
@@ -315,7 +345,11 @@ impl Zone {
             clean_free: z.clean_free,
             nr_free: z.nr_free,
             free_per_order,
-            wmark: [self.wmark(WMARK_MIN), self.wmark(WMARK_LOW), self.wmark(WMARK_HIGH)],
+            wmark: [
+                self.wmark(WMARK_MIN),
+                self.wmark(WMARK_LOW),
+                self.wmark(WMARK_HIGH),
+            ],
             below_high: self.below_high(),
             pcp: self.pcp_params(),
             memory_limit: self.budget.limit(),
@@ -345,11 +379,23 @@ impl Zone {
                 while !p.is_null() {
                     // SAFETY: as above.
                     unsafe {
-                        assert_eq!((*p).kind(), PageKind::Buddy, "free list holds a non-buddy page");
+                        assert_eq!(
+                            (*p).kind(),
+                            PageKind::Buddy,
+                            "free list holds a non-buddy page"
+                        );
                         assert_eq!((*p).order as usize, o, "free block on the wrong order list");
-                        assert_eq!((*p).migratetype as usize, mt, "free block on the wrong type list");
+                        assert_eq!(
+                            (*p).migratetype as usize,
+                            mt,
+                            "free block on the wrong type list"
+                        );
                         let a = page_addr(p);
-                        assert_eq!(a % (PAGE_SIZE << o), 0, "free block not aligned to its size");
+                        assert_eq!(
+                            a % (PAGE_SIZE << o),
+                            0,
+                            "free block not aligned to its size"
+                        );
                         if o >= PAGEBLOCK_ORDER as usize {
                             for i in 0..(1usize << (o - PAGEBLOCK_ORDER as usize)) {
                                 let pb = a + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE;
@@ -374,11 +420,17 @@ impl Zone {
                     }
                 }
             }
-            assert_eq!(blocks, z.nr_free[o], "nr_free[{o}] disagrees with the lists");
+            assert_eq!(
+                blocks, z.nr_free[o],
+                "nr_free[{o}] disagrees with the lists"
+            );
             free += blocks << o;
         }
         assert_eq!(free, z.free, "free page count disagrees with the lists");
-        assert_eq!(clean, z.clean_free, "clean page count disagrees with the lists");
+        assert_eq!(
+            clean, z.clean_free,
+            "clean page count disagrees with the lists"
+        );
 
         // Walk every committed block descriptor by descriptor.
         let (mut managed, mut walked_free, mut pcp, mut isolated, mut used) = (0, 0, 0, 0, 0);
@@ -394,7 +446,8 @@ impl Zone {
                 while a < end {
                     let d = desc_of(a);
                     // SAFETY: committed descriptor; lock held.
-                    let (kind, order, fl, aux) = unsafe { ((*d).kind(), (*d).order as u32, (*d).flags, (*d).aux) };
+                    let (kind, order, fl, aux) =
+                        unsafe { ((*d).kind(), (*d).order as u32, (*d).flags, (*d).aux) };
                     assert!(order <= MAX_PAGE_ORDER);
                     assert_eq!(a % (PAGE_SIZE << order), 0, "block head not aligned");
                     let pages = if kind == PageKind::Large && fl & flags::TRIMMED != 0 {
@@ -415,18 +468,37 @@ impl Zone {
                         let t = desc_of(a + i * PAGE_SIZE);
                         // SAFETY: committed descriptor; lock held.
                         let tk = unsafe { (*t).kind() };
-                        let ok = tk == PageKind::None || (kind == PageKind::Slab && tk == PageKind::SlabTail);
-                        assert!(ok, "page {:#x} inside a {kind:?} block is a {tk:?} head", a + i * PAGE_SIZE);
+                        let ok = tk == PageKind::None
+                            || (kind == PageKind::Slab && tk == PageKind::SlabTail);
+                        assert!(
+                            ok,
+                            "page {:#x} inside a {kind:?} block is a {tk:?} head",
+                            a + i * PAGE_SIZE
+                        );
                     }
                     a += pages * PAGE_SIZE;
                 }
                 assert_eq!(a, end, "a block runs past its MAX_ORDER block");
             }
         });
-        assert_eq!(managed, z.managed, "managed pages disagree with committed blocks");
-        assert_eq!(walked_free, z.free, "descriptor walk disagrees with free count");
-        assert_eq!(isolated, z.isolated, "descriptor walk disagrees with isolated count");
-        ZoneWalk { free: walked_free, pcp, isolated, used }
+        assert_eq!(
+            managed, z.managed,
+            "managed pages disagree with committed blocks"
+        );
+        assert_eq!(
+            walked_free, z.free,
+            "descriptor walk disagrees with free count"
+        );
+        assert_eq!(
+            isolated, z.isolated,
+            "descriptor walk disagrees with isolated count"
+        );
+        ZoneWalk {
+            free: walked_free,
+            pcp,
+            isolated,
+            used,
+        }
     }
 
     /// Unmaps every section of this zone.
@@ -467,12 +539,6 @@ pub struct ZoneGuard<'a> {
 impl ZoneGuard<'_> {
     /// Allocates a block (see [`Zone::alloc`]) under the held lock.
     pub fn rmqueue(&mut self, order: u32, mt: MigrateType) -> *mut Page {
-        if !self.zone.below_high()
-            && self.inner.free.saturating_sub(1 << order) < self.zone.wmark(WMARK_HIGH)
-            && self.zone.set_below_high()
-        {
-            self.inner.c.below_high_set += 1;
-        }
         let mut p = self.inner.rmqueue(order, mt);
         if p.is_null() && self.grow(1 << order) {
             p = self.inner.rmqueue(order, mt);
@@ -533,14 +599,23 @@ impl ZoneGuard<'_> {
             }
             let addr = h as usize + b * MAX_ORDER_BYTES;
             for pb in 0..(MAX_ORDER_PAGES / PAGEBLOCK_NR_PAGES) {
-                section::set_pageblock_mt(addr + pb * PAGEBLOCK_NR_PAGES * PAGE_SIZE, MigrateType::Movable);
+                section::set_pageblock_mt(
+                    addr + pb * PAGEBLOCK_NR_PAGES * PAGE_SIZE,
+                    MigrateType::Movable,
+                );
             }
             // SAFETY: the block is freshly committed and ours; its
             // descriptors are zero (None). Fresh blocks go to the back so
             // memory already resident is used first.
             unsafe {
                 (*h).committed_blocks = b + 1;
-                z.add_free(desc_of(addr), MAX_PAGE_ORDER, MigrateType::Movable, true, true);
+                z.add_free(
+                    desc_of(addr),
+                    MAX_PAGE_ORDER,
+                    MigrateType::Movable,
+                    true,
+                    true,
+                );
             }
             if b + 1 > SECTION_BLOCKS {
                 z.grow_section = core::ptr::null_mut();
@@ -572,7 +647,12 @@ impl ZoneGuard<'_> {
             zone.wmark[i].store(*v, Relaxed);
         }
         let limit_pages = zone.budget.limit() >> PAGE_SHIFT;
-        let p = pcp_params(managed, limit_pages, zone.nr_cpus.load(Relaxed), zone.high_fraction.load(Relaxed));
+        let p = pcp_params(
+            managed,
+            limit_pages,
+            zone.nr_cpus.load(Relaxed),
+            zone.high_fraction.load(Relaxed),
+        );
         zone.batch.store(p.batch, Relaxed);
         zone.high_min.store(p.high_min, Relaxed);
         zone.high_max.store(p.high_max, Relaxed);

@@ -51,7 +51,9 @@ pub fn zone_batchsize(pages: usize) -> u32 {
 /// `batch * 4` (zone_highsize).
 pub fn zone_highsize(total_pages: usize, nr_cpus: usize, batch: u32) -> u32 {
     let high = total_pages / nr_cpus.max(1);
-    (high as u64).max(u64::from(batch) << 2).min(i32::MAX as u64) as u32
+    (high as u64)
+        .max(u64::from(batch) << 2)
+        .min(i32::MAX as u64) as u32
 }
 
 /// Batch and high bounds handed to the pagesets of a zone.
@@ -79,12 +81,24 @@ pub fn pcp_params(
     let batch = zone_batchsize(limit_pages);
     if high_fraction != 0 {
         let h = zone_highsize(managed / high_fraction, nr_cpus, batch);
-        return PcpParams { batch, high_min: h, high_max: h };
+        return PcpParams {
+            batch,
+            high_min: h,
+            high_max: h,
+        };
     }
     let high_min = zone_highsize(watermarks(managed)[WMARK_LOW], nr_cpus, batch);
-    let high_max = zone_highsize(limit_pages / MIN_PERCPU_PAGELIST_HIGH_FRACTION, nr_cpus, batch)
-        .max(high_min);
-    PcpParams { batch, high_min, high_max }
+    let high_max = zone_highsize(
+        limit_pages / MIN_PERCPU_PAGELIST_HIGH_FRACTION,
+        nr_cpus,
+        batch,
+    )
+    .max(high_min);
+    PcpParams {
+        batch,
+        high_min,
+        high_max,
+    }
 }
 
 #[cfg(test)]
@@ -117,7 +131,8 @@ mod tests {
     fn pcp_bounds() {
         let p = pcp_params(1 << 18, 1 << 22, 2, 0);
         assert_eq!(p.batch, 63);
-        assert_eq!(p.high_min, 252); // max(1286/2, 63*4)
+        assert_eq!(p.high_min, 643); // max(1286/2, 63*4)
+        assert_eq!(pcp_params(1024, 1 << 22, 2, 0).high_min, 252); // young heap: 4*batch
         assert_eq!(p.high_max, (1 << 22) / 8 / 2);
         let m = pcp_params(1 << 18, 1 << 22, 2, 8);
         assert_eq!(m.high_min, m.high_max);

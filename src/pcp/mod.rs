@@ -1,0 +1,14 @@
+//! Per-CPU pagesets (PCP): cached blocks of order 0..=3 in front of the
+//! zone, with the self-tuning heuristics of seed 000 and seed 002.
+//!
+//! - `tune.rs`: the heuristics as pure functions (nr_pcp_alloc,
+//!   free_unref_page_commit, nr_pcp_high, nr_pcp_free, decay_pcp_high).
+//! - `pageset.rs`: a pageset, its lists and lock, refill and bulk free.
+//! - `pool.rs`: where pagesets live (per CPU, or per thread) and how the
+//!   maintenance tick and drain-all reach every one of them.
+
+pub mod pageset;
+pub mod pool;
+pub mod tune;
+
+pub use pageset::{Pageset, PcpCounters, NR_PCP_LISTS};

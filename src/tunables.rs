@@ -1,0 +1,477 @@
+//! Runtime knobs: one table of `PCPALLOC_*` variables, read once at init
+//! with `getenv` (no allocation), each with a type, default, range and doc.
+//! The README's table is checked against [`TUNABLES`] by a test.
+//!
+//! A bad value never crashes: it gets one line on stderr naming the
+//! variable, the value and the default used instead.
+//!
+//! The heuristics and the free_count policy can also be changed at run time
+//! from Rust ([`set_knobs`]), which is how the benchmark reproduces the
+//! seeds' ablation rows inside one process.
+
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
+
+use crate::sys;
+use crate::util::{buf::FixedBuf, parse_size, parse_u64, trim};
+
+/// One PCP heuristic of seed 000, as a bit; [`Heuristics`] is a set of them.
+pub mod heuristic {
+    /// Patch 1: free_high only on the second consecutive high-order free.
+    pub const PREV_FREE_HIGH_ORDER: u32 = 1 << 0;
+    /// Patches 2–3: keep `batch` pages before a free_high drain when this
+    /// CPU's cache slice exceeds 3 × batch pages.
+    pub const FREE_HIGH_BATCH: u32 = 1 << 1;
+    /// Patch 5: scale the order-0 refill batch with alloc_factor.
+    pub const ALLOC_FACTOR: u32 = 1 << 2;
+    /// Patches 6–7: auto-tune high between high_min and high_max, decay it
+    /// every tick.
+    pub const AUTO_TUNE: u32 = 1 << 3;
+    /// Patch 8: stop growing / shrink high while the zone is below its high
+    /// watermark.
+    pub const BELOW_HIGH: u32 = 1 << 4;
+    /// Patch 9: count consecutive freed pages (free_count) instead of
+    /// doubling free_factor.
+    pub const FREE_COUNT: u32 = 1 << 5;
+    /// Every heuristic (the series as merged in v6.7).
+    pub const ALL: u32 = (1 << 6) - 1;
+}
+
+/// A set of [`heuristic`] bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heuristics(pub u32);
+
+impl Heuristics {
+    /// Every heuristic on.
+    pub const ALL: Heuristics = Heuristics(heuristic::ALL);
+    /// None: the pre-series (v6.6) pageset.
+    pub const BASE: Heuristics = Heuristics(0);
+
+    /// Whether heuristic `h` is on.
+    #[inline]
+    pub fn has(self, h: u32) -> bool {
+        self.0 & h != 0
+    }
+
+    /// The cumulative ablation rows of the cover letter, by patch number:
+    /// `row(0)` = base, `row(1)` = +1, `row(3)` = +1..3, …, `row(9)` = all.
+    pub fn row(patch: u32) -> Heuristics {
+        use heuristic::*;
+        let mut h = 0;
+        if patch >= 1 {
+            h |= PREV_FREE_HIGH_ORDER;
+        }
+        if patch >= 3 {
+            h |= FREE_HIGH_BATCH;
+        }
+        if patch >= 5 {
+            h |= ALLOC_FACTOR;
+        }
+        if patch >= 7 {
+            h |= AUTO_TUNE;
+        }
+        if patch >= 8 {
+            h |= BELOW_HIGH;
+        }
+        if patch >= 9 {
+            h |= FREE_COUNT;
+        }
+        Heuristics(h)
+    }
+}
+
+/// What an allocation from a pageset does to free_count (seed 002).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeCountMode {
+    /// v6.7: halve it (`free_count >>= 1`).
+    Halve = 0,
+    /// Dhama v1: subtract the pages allocated (`free_count -= 1 << order`).
+    Exact = 1,
+}
+
+/// The free_count level at which consecutive high-order frees drain the
+/// pageset (free_high), seed 002's variants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeHighThreshold {
+    /// v6.7: `free_count >= batch`.
+    Batch = 0,
+    /// Dhama v2: `free_count >= 5 * batch`.
+    FiveBatch = 1,
+    /// v6.16: `free_count >= batch + high_min / 2`.
+    BatchPlusHalfHighMin = 2,
+}
+
+/// Where pagesets live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PcpMode {
+    /// One pageset per CPU, chosen by the CPU the thread runs on.
+    Cpu = 0,
+    /// One pageset per thread, drained when the thread exits.
+    Thread = 1,
+}
+
+/// The knobs the PCP code reads on every operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// Heuristics in force.
+    pub heuristics: Heuristics,
+    /// BATCH_SCALE_MAX (seed 000 patch 4), 0..=6.
+    pub batch_scale_max: u32,
+    /// free_count decrement on allocation.
+    pub free_count_mode: FreeCountMode,
+    /// free_high threshold.
+    pub free_high_threshold: FreeHighThreshold,
+}
+
+impl Knobs {
+    /// The defaults (chosen from the benchmark's ablation table; see the
+    /// README).
+    pub const DEFAULT: Knobs = Knobs {
+        heuristics: Heuristics::ALL,
+        batch_scale_max: DEFAULT_BATCH_SCALE_MAX,
+        free_count_mode: FreeCountMode::Halve,
+        free_high_threshold: FreeHighThreshold::BatchPlusHalfHighMin,
+    };
+}
+
+/// The kernel's CONFIG_PCP_BATCH_SCALE_MAX default.
+pub const DEFAULT_BATCH_SCALE_MAX: u32 = 5;
+/// Largest allowed BATCH_SCALE_MAX.
+pub const MAX_BATCH_SCALE_MAX: u32 = 6;
+/// Default maintenance tick.
+pub const DEFAULT_DECAY_MS: u32 = 1000;
+
+static HEURISTICS: AtomicU32 = AtomicU32::new(heuristic::ALL);
+static BATCH_SCALE_MAX: AtomicU32 = AtomicU32::new(DEFAULT_BATCH_SCALE_MAX);
+static FREE_COUNT_MODE: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.free_count_mode as u32);
+static FREE_HIGH_THRESHOLD: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.free_high_threshold as u32);
+
+/// The knobs in force now.
+#[inline]
+pub fn knobs() -> Knobs {
+    Knobs {
+        heuristics: Heuristics(HEURISTICS.load(Relaxed)),
+        batch_scale_max: BATCH_SCALE_MAX.load(Relaxed),
+        free_count_mode: if FREE_COUNT_MODE.load(Relaxed) == 1 {
+            FreeCountMode::Exact
+        } else {
+            FreeCountMode::Halve
+        },
+        free_high_threshold: match FREE_HIGH_THRESHOLD.load(Relaxed) {
+            0 => FreeHighThreshold::Batch,
+            1 => FreeHighThreshold::FiveBatch,
+            _ => FreeHighThreshold::BatchPlusHalfHighMin,
+        },
+    }
+}
+
+/// Replaces the knobs at run time (benchmarks, ablation). Pagesets pick
+/// the new values up on their next operation.
+pub fn set_knobs(k: Knobs) {
+    HEURISTICS.store(k.heuristics.0, Relaxed);
+    BATCH_SCALE_MAX.store(k.batch_scale_max.min(MAX_BATCH_SCALE_MAX), Relaxed);
+    FREE_COUNT_MODE.store(k.free_count_mode as u32, Relaxed);
+    FREE_HIGH_THRESHOLD.store(k.free_high_threshold as u32, Relaxed);
+}
+
+/// Settings read once at init (not changeable afterwards).
+pub struct Settings {
+    /// Memory limit in bytes (0 = from cgroup / MemTotal).
+    pub memory_limit: AtomicUsize,
+    /// PcpMode as u32.
+    pub pcp_mode: AtomicU32,
+    /// Manual high fraction (0 = auto-tune).
+    pub high_fraction: AtomicUsize,
+    /// Maintenance tick in ms.
+    pub decay_ms: AtomicU32,
+    /// Run the maintenance thread.
+    pub background: AtomicBool,
+    /// Print stats at exit.
+    pub stats_at_exit: AtomicBool,
+    /// Seed 004 stealing rules on.
+    pub steal_seed_004: AtomicBool,
+}
+
+/// The init-time settings.
+pub static SETTINGS: Settings = Settings {
+    memory_limit: AtomicUsize::new(0),
+    pcp_mode: AtomicU32::new(PcpMode::Cpu as u32),
+    high_fraction: AtomicUsize::new(0),
+    decay_ms: AtomicU32::new(DEFAULT_DECAY_MS),
+    background: AtomicBool::new(true),
+    stats_at_exit: AtomicBool::new(false),
+    steal_seed_004: AtomicBool::new(true),
+};
+
+impl Settings {
+    /// Where pagesets live.
+    #[inline]
+    pub fn pcp_mode(&self) -> PcpMode {
+        if self.pcp_mode.load(Relaxed) == PcpMode::Thread as u32 {
+            PcpMode::Thread
+        } else {
+            PcpMode::Cpu
+        }
+    }
+}
+
+/// One environment variable: name, accepted values, default, meaning.
+pub struct Tunable {
+    /// The variable's name.
+    pub name: &'static str,
+    /// Accepted values.
+    pub values: &'static str,
+    /// The default, as text.
+    pub default: &'static str,
+    /// What it does.
+    pub doc: &'static str,
+    apply: fn(&[u8]) -> bool,
+}
+
+/// Every `PCPALLOC_*` variable.
+pub static TUNABLES: &[Tunable] = &[
+    Tunable {
+        name: "PCPALLOC_MEMORY_LIMIT",
+        values: "bytes with K/M/G/T suffix",
+        default: "cgroup memory.max, else MemTotal",
+        doc: "Most memory the heap may map; past it malloc returns NULL with ENOMEM.",
+        apply: |v| match parse_size(v) {
+            Some(n) if n >= (4 << 20) => {
+                SETTINGS.memory_limit.store(n as usize, Relaxed);
+                true
+            }
+            _ => false,
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_PCP",
+        values: "cpu | thread",
+        default: "cpu",
+        doc: "Pagesets per CPU (chosen by sched_getcpu) or per thread.",
+        apply: |v| {
+            let m = match v {
+                b"cpu" => PcpMode::Cpu,
+                b"thread" => PcpMode::Thread,
+                _ => return false,
+            };
+            SETTINGS.pcp_mode.store(m as u32, Relaxed);
+            true
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_BATCH_SCALE_MAX",
+        values: "0..=6",
+        default: "5",
+        doc: "Largest batch scale factor (seed 000 patch 4); bounds refill/drain latency.",
+        apply: |v| match parse_u64(v) {
+            Some(n) if n <= u64::from(MAX_BATCH_SCALE_MAX) => {
+                BATCH_SCALE_MAX.store(n as u32, Relaxed);
+                true
+            }
+            _ => false,
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_HIGH_FRACTION",
+        values: "0, or >= 8",
+        default: "0 (auto-tune)",
+        doc: "Fixed pageset high = managed / fraction / CPUs; turns auto-tuning off.",
+        apply: |v| match parse_u64(v) {
+            Some(0) => true,
+            Some(n) if n >= 8 => {
+                SETTINGS.high_fraction.store(n as usize, Relaxed);
+                true
+            }
+            _ => false,
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_HEURISTICS",
+        values: "all | base | list of 1,3,5,7,8,9 or names, '-' to remove",
+        default: "all",
+        doc: "Which seed 000 heuristics run (ablation): e.g. `base`, `1,3`, `all,-8`.",
+        apply: |v| match parse_heuristics(v) {
+            Some(h) => {
+                HEURISTICS.store(h.0, Relaxed);
+                true
+            }
+            None => false,
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_FREE_COUNT",
+        values: "halve | exact",
+        default: "halve",
+        doc: "What an allocation does to free_count (seed 002).",
+        apply: |v| {
+            let m = match v {
+                b"halve" => FreeCountMode::Halve,
+                b"exact" => FreeCountMode::Exact,
+                _ => return false,
+            };
+            FREE_COUNT_MODE.store(m as u32, Relaxed);
+            true
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_FREE_HIGH_THRESHOLD",
+        values: "batch | 5batch | batch+high_min/2",
+        default: "batch+high_min/2",
+        doc: "free_count needed before consecutive high-order frees drain (seed 002).",
+        apply: |v| {
+            let t = match v {
+                b"batch" => FreeHighThreshold::Batch,
+                b"5batch" => FreeHighThreshold::FiveBatch,
+                b"batch+high_min/2" => FreeHighThreshold::BatchPlusHalfHighMin,
+                _ => return false,
+            };
+            FREE_HIGH_THRESHOLD.store(t as u32, Relaxed);
+            true
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_DECAY_MS",
+        values: "10..=60000",
+        default: "1000",
+        doc: "Maintenance tick: pageset high decay and release of idle memory.",
+        apply: |v| match parse_u64(v) {
+            Some(n) if (10..=60_000).contains(&n) => {
+                SETTINGS.decay_ms.store(n as u32, Relaxed);
+                true
+            }
+            _ => false,
+        },
+    },
+    Tunable {
+        name: "PCPALLOC_BACKGROUND",
+        values: "0 | 1",
+        default: "1",
+        doc: "Run the tick on a background thread; 0 runs it from allocation slow paths.",
+        apply: |v| apply_bool(v, &SETTINGS.background),
+    },
+    Tunable {
+        name: "PCPALLOC_STATS",
+        values: "0 | 1",
+        default: "0",
+        doc: "Print the stats report (`name value` lines) to stderr at exit.",
+        apply: |v| apply_bool(v, &SETTINGS.stats_at_exit),
+    },
+    Tunable {
+        name: "PCPALLOC_STEAL",
+        values: "seed004 | baseline",
+        default: "seed004",
+        doc: "Page stealing rules: seed 004 as merged, or the 3.19-rc4 baseline.",
+        apply: |v| {
+            let on = match v {
+                b"seed004" => true,
+                b"baseline" => false,
+                _ => return false,
+            };
+            SETTINGS.steal_seed_004.store(on, Relaxed);
+            true
+        },
+    },
+];
+
+fn apply_bool(v: &[u8], cell: &AtomicBool) -> bool {
+    match v {
+        b"0" | b"false" | b"off" | b"no" => cell.store(false, Relaxed),
+        b"1" | b"true" | b"on" | b"yes" => cell.store(true, Relaxed),
+        _ => return false,
+    }
+    true
+}
+
+/// Parses a heuristics list: `all`, `base`/`none`, patch numbers
+/// 1,3,5,7,8,9 or names, each optionally prefixed by `-` (remove) or `+`.
+/// Items apply left to right starting from the empty set, so `all,-8` is
+/// everything but BELOW_HIGH and `9` alone is just free_count.
+pub fn parse_heuristics(v: &[u8]) -> Option<Heuristics> {
+    use heuristic::*;
+    let mut h = 0u32;
+    for item in trim(v).split(|&c| c == b',') {
+        let item = trim(item);
+        let (remove, name) = match item {
+            [b'-', rest @ ..] => (true, rest),
+            [b'+', rest @ ..] => (false, rest),
+            _ => (false, item),
+        };
+        let bits = match name {
+            b"all" => ALL,
+            b"base" | b"none" => {
+                h = 0;
+                continue;
+            }
+            b"1" | b"prev_free_high_order" => PREV_FREE_HIGH_ORDER,
+            b"3" | b"free_high_batch" => FREE_HIGH_BATCH,
+            b"5" | b"alloc_factor" => ALLOC_FACTOR,
+            b"7" | b"auto_tune" => AUTO_TUNE,
+            b"8" | b"below_high" => BELOW_HIGH,
+            b"9" | b"free_count" => FREE_COUNT,
+            _ => return None,
+        };
+        if remove {
+            h &= !bits;
+        } else {
+            h |= bits;
+        }
+    }
+    Some(Heuristics(h))
+}
+
+/// Reads every variable from the environment, once, at init. Bad values
+/// get one stderr line each and keep the default.
+pub fn load_from_env() {
+    for t in TUNABLES {
+        let mut name = FixedBuf::<64>::new();
+        name.push_bytes(t.name.as_bytes());
+        name.push_bytes(b"\0");
+        let Some(raw) = sys::getenv(name.as_bytes()) else {
+            continue;
+        };
+        let v = trim(raw);
+        if !(t.apply)(v) {
+            let mut line = FixedBuf::<256>::new();
+            let _ = write!(line, "pcpalloc: ignoring {}=", t.name);
+            line.push_bytes(&v[..v.len().min(64)]);
+            let _ = writeln!(
+                line,
+                " (expected {}); using the default, {}",
+                t.values, t.default
+            );
+            sys::write_stderr(line.as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heuristic::*;
+
+    #[test]
+    fn heuristics_lists_parse() {
+        assert_eq!(parse_heuristics(b"all"), Some(Heuristics::ALL));
+        assert_eq!(parse_heuristics(b"base"), Some(Heuristics::BASE));
+        assert_eq!(
+            parse_heuristics(b"1,3"),
+            Some(Heuristics(PREV_FREE_HIGH_ORDER | FREE_HIGH_BATCH))
+        );
+        assert_eq!(
+            parse_heuristics(b"all,-8"),
+            Some(Heuristics(ALL & !BELOW_HIGH))
+        );
+        assert_eq!(
+            parse_heuristics(b"free_count"),
+            Some(Heuristics(FREE_COUNT))
+        );
+        assert_eq!(parse_heuristics(b"1,x"), None);
+    }
+
+    #[test]
+    fn ablation_rows_are_cumulative() {
+        assert_eq!(Heuristics::row(0), Heuristics::BASE);
+        assert_eq!(Heuristics::row(9), Heuristics::ALL);
+        assert!(Heuristics::row(5).has(ALLOC_FACTOR) && !Heuristics::row(5).has(AUTO_TUNE));
+    }
+}

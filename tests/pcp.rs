@@ -1,0 +1,344 @@
+//! Scripted sequences on one pageset in front of a fixed test zone, with
+//! the exact values the seed 000 formulas give.
+
+use pcpalloc::config::PAGE_SIZE;
+use pcpalloc::page::{MigrateType, Page, PageKind};
+use pcpalloc::pcp::tune::PCPF_FREE_HIGH_BATCH;
+use pcpalloc::pcp::Pageset;
+use pcpalloc::section::page_addr;
+use pcpalloc::tunables::{Heuristics, Knobs};
+use pcpalloc::zone::{Zone, ZoneConfig};
+
+struct TestZone(Box<Zone>);
+
+impl TestZone {
+    fn new(limit: usize) -> TestZone {
+        TestZone(Box::new(Zone::with_config(&ZoneConfig::with_limit(limit))))
+    }
+}
+
+impl Drop for TestZone {
+    fn drop(&mut self) {
+        // SAFETY: the test is over; nothing uses the zone any more.
+        unsafe { self.0.destroy() }
+    }
+}
+
+impl std::ops::Deref for TestZone {
+    type Target = Zone;
+    fn deref(&self) -> &Zone {
+        &self.0
+    }
+}
+
+const K: Knobs = Knobs::DEFAULT;
+
+fn alloc(ps: &Pageset, z: &Zone, order: u32) -> *mut Page {
+    let p = ps.alloc(z, order, MigrateType::Movable, &K);
+    assert!(!p.is_null());
+    // SAFETY: ours now.
+    unsafe { (*p).set_kind(PageKind::Large) };
+    p
+}
+
+fn free(ps: &Pageset, z: &Zone, p: *mut Page, order: u32) {
+    // SAFETY: allocated from this zone with this order; the memory is dirty.
+    unsafe {
+        (*p).flags = 0;
+        ps.free(z, p, order, &K);
+    }
+}
+
+#[test]
+fn consecutive_order0_refills_double_to_the_cap() {
+    let z = TestZone::new(1 << 30); // batch 63
+    let ps = Pageset::new();
+    assert_eq!(z.pcp_params().batch, 63);
+    let mut refills = Vec::new();
+    let mut pages = Vec::new();
+    for _ in 0..6000 {
+        let before = ps.snapshot().1;
+        pages.push(alloc(&ps, &z, 0));
+        let after = ps.snapshot().1;
+        if after.refills > before.refills {
+            refills.push(after.alloc_zone - before.alloc_zone);
+        }
+    }
+    assert_eq!(refills[..7], [63, 126, 252, 504, 1008, 2016, 2016]);
+    let (s, c) = ps.snapshot();
+    assert_eq!(s.alloc_factor, 5);
+    assert_eq!(c.pgalloc, 6000);
+    assert_eq!(c.alloc_zone as usize, 6000 + s.count as usize);
+    for p in pages {
+        free(&ps, &z, p, 0);
+    }
+    ps.drain(&z);
+    z.check_invariants();
+}
+
+#[test]
+fn second_consecutive_high_order_free_drains() {
+    let z = TestZone::new(1 << 30);
+    let ps = Pageset::new();
+    ps.set_free_high_batch(true);
+    let a = alloc(&ps, &z, 1);
+    let b = alloc(&ps, &z, 1);
+    let burst: Vec<_> = (0..300).map(|_| alloc(&ps, &z, 0)).collect();
+    for p in burst {
+        free(&ps, &z, p, 0);
+    }
+    let (s, c0) = ps.snapshot();
+    assert!(s.flags & PCPF_FREE_HIGH_BATCH != 0);
+    assert_eq!(s.free_count, 300, "300 consecutive order-0 frees");
+    assert_eq!(c0.free_high, 0);
+    free(&ps, &z, a, 1);
+    let (_, c1) = ps.snapshot();
+    assert_eq!(
+        c1.free_high, 0,
+        "one order-1 free after a burst must not drain"
+    );
+    free(&ps, &z, b, 1);
+    let (s2, c2) = ps.snapshot();
+    assert_eq!(
+        c2.free_high, 1,
+        "the second consecutive order-1 free drains"
+    );
+    assert!(c2.free_zone > c1.free_zone);
+    // free_high keeps a batch in the pageset when the cache slice allows.
+    assert!(s2.count >= 0);
+    ps.drain(&z);
+    z.check_invariants();
+}
+
+#[test]
+fn idle_pageset_decays_to_high_min_then_expires() {
+    let z = TestZone::new(1 << 30);
+    let ps = Pageset::new();
+    // Grow high with a burst, then give everything back.
+    let pages: Vec<_> = (0..3000).map(|_| alloc(&ps, &z, 0)).collect();
+    for p in pages {
+        free(&ps, &z, p, 0);
+    }
+    let params = z.pcp_params();
+    let (s, _) = ps.snapshot();
+    assert!(s.high > params.high_min as i32);
+    // Predict the ticks: high loses an eighth (but stays above
+    // count - batch<<5) until it reaches high_min.
+    let (mut high, mut count) = (s.high, s.count);
+    let mut predicted = 0;
+    while high > params.high_min as i32 {
+        high = (count - (63 << 5))
+            .max(high - (high >> 3))
+            .max(params.high_min as i32);
+        count = count.min(high);
+        predicted += 1;
+    }
+    let mut ticks = 0;
+    while ps.snapshot().0.high > params.high_min as i32 {
+        ps.tick(&z, &K);
+        ticks += 1;
+        assert!(ticks <= 100);
+    }
+    assert_eq!(ticks, predicted);
+    // Idle for PCP_EXPIRE_TICKS more: everything goes back to the zone.
+    for _ in 0..3 {
+        ps.tick(&z, &K);
+    }
+    assert_eq!(ps.snapshot().0.count, 0);
+    let walk = z.check_invariants();
+    assert_eq!(walk.pcp, 0);
+    assert_eq!(walk.used, 0);
+}
+
+#[test]
+fn idle_pages_go_back_to_the_os() {
+    let z = TestZone::new(1 << 30);
+    let ps = Pageset::new();
+    let pages: Vec<_> = (0..2048).map(|_| alloc(&ps, &z, 0)).collect();
+    for &p in &pages {
+        // SAFETY: touch every page so it is resident.
+        unsafe { (page_addr(p) as *mut u8).write_bytes(1, PAGE_SIZE) };
+    }
+    for p in pages {
+        free(&ps, &z, p, 0);
+    }
+    assert!(ps.snapshot().0.count > 0, "the pageset caches pages");
+    let mut released = 0;
+    for _ in 0..6 {
+        ps.tick(&z, &K);
+        z.advance_epoch();
+        released += z.release_idle(1, 0);
+    }
+    assert_eq!(ps.snapshot().0.count, 0);
+    assert!(released >= 2048 * PAGE_SIZE, "released {released}");
+    assert_eq!(z.snapshot().counters.released_bytes as usize, released);
+    let snap = z.snapshot();
+    assert_eq!(
+        snap.clean_free, snap.free,
+        "all free memory is non-resident"
+    );
+}
+
+#[test]
+fn below_high_stops_growth_and_clears_itself() {
+    // 64 MiB limit: batch 3, high watermark 384 pages when full.
+    let z = TestZone::new(64 << 20);
+    let ps = Pageset::new();
+    let p = z.pcp_params();
+    assert_eq!(p.batch, 3);
+    // Take almost all memory straight from the zone.
+    let mut big = Vec::new();
+    loop {
+        let b = z.alloc(6, MigrateType::Movable);
+        if b.is_null() {
+            break;
+        }
+        // SAFETY: ours.
+        unsafe { (*b).set_kind(PageKind::Large) };
+        big.push(b);
+    }
+    // Give back a little so the pageset can refill from below the mark.
+    for b in big.drain(..2) {
+        // SAFETY: ours, order 6.
+        unsafe { z.free(b, 6) };
+    }
+    assert!(z.free_pages() < z.snapshot().wmark[2]);
+    let first = alloc(&ps, &z, 0);
+    assert!(z.below_high(), "BELOW_HIGH detected on the allocation path");
+    let high_after_first = ps.snapshot().0.high;
+    // Empty the list and refill again: high must not grow.
+    let mut small = vec![first];
+    while ps.snapshot().0.count > 0 {
+        small.push(alloc(&ps, &z, 0));
+    }
+    small.push(alloc(&ps, &z, 0));
+    assert_eq!(
+        ps.snapshot().0.high,
+        high_after_first,
+        "no growth below the high watermark"
+    );
+    // Memory comes back: free the big blocks, then pageset frees drain and
+    // clear the flag.
+    for b in big.drain(..) {
+        // SAFETY: ours, order 6.
+        unsafe { z.free(b, 6) };
+    }
+    for p in small {
+        free(&ps, &z, p, 0);
+    }
+    assert!(z.below_high(), "only a draining free clears the flag");
+    let more: Vec<_> = (0..2 * z.pcp_params().high_min as usize)
+        .map(|_| alloc(&ps, &z, 0))
+        .collect();
+    for q in more {
+        free(&ps, &z, q, 0);
+    }
+    ps.drain(&z);
+    let c = z.snapshot().counters;
+    assert_eq!(c.below_high_set, 1);
+    assert_eq!(c.below_high_clear, 1);
+    assert!(!z.below_high());
+    z.check_invariants();
+}
+
+#[test]
+fn cross_thread_frees_and_exiting_threads_leave_nothing_behind() {
+    use std::sync::mpsc;
+    // Large enough that nothing fails even with every pageset at high_max
+    // (there is no drain-all fallback at this level).
+    let z = TestZone::new(1 << 30);
+    let sets: Vec<Pageset> = (0..4).map(|_| Pageset::new()).collect();
+    let z_ref: &Zone = &z;
+    let sets_ref = &sets;
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel::<(usize, u32)>();
+        let consumer = s.spawn(move || {
+            let mut n = 0;
+            for (addr, order) in rx {
+                let ps = &sets_ref[pcpalloc::sys::current_cpu() % 4];
+                let d = pcpalloc::section::desc_of(addr);
+                // SAFETY: the producer handed this block over.
+                unsafe {
+                    (*d).flags = 0;
+                    ps.free(z_ref, d, order, &K);
+                }
+                n += 1;
+            }
+            n
+        });
+        let producers: Vec<_> = (0..6)
+            .map(|t| {
+                let tx = tx.clone();
+                s.spawn(move || {
+                    let ps = &sets_ref[t % 4];
+                    let mut kept = Vec::new();
+                    for i in 0..4000 {
+                        let order = (i % 4) as u32;
+                        let p = ps.alloc(z_ref, order, MigrateType::Movable, &K);
+                        assert!(!p.is_null());
+                        // SAFETY: ours.
+                        unsafe { (*p).set_kind(PageKind::Large) };
+                        if i % 3 == 0 {
+                            kept.push((p, order));
+                        } else {
+                            tx.send((page_addr(p), order)).unwrap();
+                        }
+                    }
+                    // This thread frees what it kept and exits with pages
+                    // still cached in its pageset.
+                    for (p, order) in kept {
+                        // SAFETY: ours.
+                        unsafe {
+                            (*p).flags = 0;
+                            ps.free(z_ref, p, order, &K);
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert!(consumer.join().unwrap() > 0);
+    });
+    let cached: i32 = sets.iter().map(|ps| ps.snapshot().0.count).sum();
+    assert!(cached > 0, "pagesets hold pages after the threads exit");
+    let walk = z.check_invariants();
+    assert_eq!(walk.pcp as i32, cached);
+    for ps in &sets {
+        ps.check();
+        ps.drain(&z);
+    }
+    let walk = z.check_invariants();
+    assert_eq!(walk.pcp, 0);
+    assert_eq!(walk.used, 0);
+    let snap = z.snapshot();
+    assert_eq!(snap.free, snap.managed);
+}
+
+#[test]
+fn ablation_base_drains_on_every_high_order_burst() {
+    // v6.6 behaviour: without patch 1 a lone order-1 free after order-0
+    // frees drains the whole pageset.
+    let z = TestZone::new(1 << 30);
+    let ps = Pageset::new();
+    let base = Knobs {
+        heuristics: Heuristics::BASE,
+        ..Knobs::DEFAULT
+    };
+    let a = ps.alloc(&z, 1, MigrateType::Movable, &base);
+    let pages: Vec<_> = (0..200)
+        .map(|_| ps.alloc(&z, 0, MigrateType::Movable, &base))
+        .collect();
+    for p in pages {
+        // SAFETY: ours.
+        unsafe { ps.free(&z, p, 0, &base) };
+    }
+    // SAFETY: ours.
+    unsafe { ps.free(&z, a, 1, &base) };
+    let (s, c) = ps.snapshot();
+    assert_eq!(c.free_high, 1);
+    assert_eq!(s.count, 0, "v6.6 free_high drains everything");
+    z.check_invariants();
+}
