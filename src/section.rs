@@ -57,6 +57,9 @@ static SECTION_MAP: [AtomicU64; NR_SECTION_SLOTS / 64] =
     [const { AtomicU64::new(0) }; NR_SECTION_SLOTS / 64];
 /// Every live section's base address (0 = free slot).
 static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
+/// The zone tag of each slot's section, so iteration can filter without
+/// touching another zone's (possibly just destroyed) header.
+static SECTION_ZONE: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
 /// Highest slot index ever used + 1 (bounds iteration).
 static SECTIONS_HIGH: AtomicUsize = AtomicUsize::new(0);
 
@@ -145,6 +148,7 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         (*h).zone.store(zone, Ordering::Relaxed);
         ptr::addr_of_mut!((*h).committed_blocks).write(1);
     }
+    SECTION_ZONE[slot].store(zone, Ordering::Relaxed);
     SECTIONS[slot].store(base as usize, Ordering::Release);
     let s = base as usize >> SECTION_SHIFT;
     SECTION_MAP[s / 64].fetch_or(1 << (s % 64), Ordering::Release);
@@ -186,21 +190,24 @@ pub unsafe fn destroy(h: *mut SectionHeader) {
     let slot = unsafe { (*h).slot };
     let s = base >> SECTION_SHIFT;
     SECTION_MAP[s / 64].fetch_and(!(1 << (s % 64)), Ordering::Release);
+    SECTION_ZONE[slot].store(0, Ordering::Relaxed);
+    SECTIONS[slot].store(1, Ordering::Release); // still claimed until unmapped
     sys::unmap(base as *mut u8, SECTION_SIZE);
     SECTIONS[slot].store(0, Ordering::Release);
 }
 
-/// Calls `f` with the header of every live section of zone `zone`.
+/// Calls `f` with the header of every live section of zone `zone`. Only
+/// the zone's own sections are touched, so another zone destroying its
+/// sections concurrently (tests) cannot fault this walk.
 pub fn for_each(zone: usize, mut f: impl FnMut(*mut SectionHeader)) {
     let high = SECTIONS_HIGH.load(Ordering::Acquire);
-    for s in &SECTIONS[..high] {
+    for (i, s) in SECTIONS[..high].iter().enumerate() {
+        if SECTION_ZONE[i].load(Ordering::Relaxed) != zone {
+            continue;
+        }
         let base = s.load(Ordering::Acquire);
         if base > 1 {
-            let h = base as *mut SectionHeader;
-            // SAFETY: a published base is a live section with a header.
-            if unsafe { (*h).zone.load(Ordering::Relaxed) } == zone {
-                f(h);
-            }
+            f(base as *mut SectionHeader);
         }
     }
 }
