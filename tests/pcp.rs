@@ -34,7 +34,7 @@ impl std::ops::Deref for TestZone {
 const K: Knobs = Knobs::DEFAULT;
 
 fn alloc(ps: &Pageset, z: &Zone, order: u32) -> *mut Page {
-    let p = ps.alloc(z, order, MigrateType::Movable, &K);
+    let p = ps.alloc(z, order, MigrateType::Movable, &K, false);
     assert!(!p.is_null());
     // SAFETY: ours now.
     unsafe { (*p).set_kind(PageKind::Large) };
@@ -45,7 +45,7 @@ fn free(ps: &Pageset, z: &Zone, p: *mut Page, order: u32) {
     // SAFETY: allocated from this zone with this order; the memory is dirty.
     unsafe {
         (*p).flags = 0;
-        ps.free(z, p, order, &K);
+        ps.free(z, p, order, &K, false);
     }
 }
 
@@ -260,7 +260,7 @@ fn cross_thread_frees_and_exiting_threads_leave_nothing_behind() {
                 // SAFETY: the producer handed this block over.
                 unsafe {
                     (*d).flags = 0;
-                    ps.free(z_ref, d, order, &K);
+                    ps.free(z_ref, d, order, &K, false);
                 }
                 n += 1;
             }
@@ -274,7 +274,7 @@ fn cross_thread_frees_and_exiting_threads_leave_nothing_behind() {
                     let mut kept = Vec::new();
                     for i in 0..4000 {
                         let order = (i % 4) as u32;
-                        let p = ps.alloc(z_ref, order, MigrateType::Movable, &K);
+                        let p = ps.alloc(z_ref, order, MigrateType::Movable, &K, false);
                         assert!(!p.is_null());
                         // SAFETY: ours.
                         unsafe { (*p).set_kind(PageKind::Large) };
@@ -290,7 +290,7 @@ fn cross_thread_frees_and_exiting_threads_leave_nothing_behind() {
                         // SAFETY: ours.
                         unsafe {
                             (*p).flags = 0;
-                            ps.free(z_ref, p, order, &K);
+                            ps.free(z_ref, p, order, &K, false);
                         }
                     }
                 })
@@ -327,16 +327,16 @@ fn ablation_base_drains_on_every_high_order_burst() {
         heuristics: Heuristics::BASE,
         ..Knobs::DEFAULT
     };
-    let a = ps.alloc(&z, 1, MigrateType::Movable, &base);
+    let a = ps.alloc(&z, 1, MigrateType::Movable, &base, false);
     let pages: Vec<_> = (0..200)
-        .map(|_| ps.alloc(&z, 0, MigrateType::Movable, &base))
+        .map(|_| ps.alloc(&z, 0, MigrateType::Movable, &base, false))
         .collect();
     for p in pages {
         // SAFETY: ours.
-        unsafe { ps.free(&z, p, 0, &base) };
+        unsafe { ps.free(&z, p, 0, &base, false) };
     }
     // SAFETY: ours.
-    unsafe { ps.free(&z, a, 1, &base) };
+    unsafe { ps.free(&z, a, 1, &base, false) };
     let (s, c) = ps.snapshot();
     assert_eq!(c.free_high, 1);
     assert_eq!(s.count, 0, "v6.6 free_high drains everything");

@@ -18,7 +18,7 @@ use crate::page::{
     order_to_pindex, pindex_to_order, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES,
 };
 use crate::section::{self, page_addr};
-use crate::sync::TryLock;
+use crate::sync::{BiasedLock, Entry};
 use crate::tunables::{heuristic, Knobs};
 use crate::zone::Zone;
 
@@ -74,7 +74,9 @@ pub struct PagesetInner {
 /// `pindex_to_order(pindex)` whose `migratetype` is the list's.
 #[repr(C, align(64))]
 pub struct Pageset {
-    lock: TryLock,
+    lock: BiasedLock,
+    /// A thread's own pageset: its owner enters without atomics.
+    biased: core::sync::atomic::AtomicBool,
     /// Times the lock was busy and the operation went to the zone.
     pub lock_busy: AtomicU64,
     /// Next pageset in the pool's list of all pagesets.
@@ -92,6 +94,8 @@ unsafe impl Send for Pageset {}
 /// Guard for a held pageset lock.
 pub struct PagesetGuard<'a> {
     ps: &'a Pageset,
+    /// Some: entered by the owner this way; None: through the lock.
+    owner: Option<Entry>,
 }
 
 impl core::ops::Deref for PagesetGuard<'_> {
@@ -110,9 +114,15 @@ impl core::ops::DerefMut for PagesetGuard<'_> {
 }
 
 impl Drop for PagesetGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
-        // SAFETY: the guard holds the lock.
-        unsafe { self.ps.lock.unlock() }
+        // SAFETY: the guard holds the lock the way it records.
+        unsafe {
+            match self.owner {
+                Some(e) => self.ps.lock.owner_exit(e),
+                None => self.ps.lock.remote_unlock(),
+            }
+        }
     }
 }
 
@@ -120,7 +130,8 @@ impl Pageset {
     /// An empty pageset.
     pub const fn new() -> Pageset {
         Pageset {
-            lock: TryLock::new(),
+            lock: BiasedLock::new(),
+            biased: core::sync::atomic::AtomicBool::new(false),
             lock_busy: AtomicU64::new(0),
             next_all: AtomicPtr::new(core::ptr::null_mut()),
             next_free: AtomicPtr::new(core::ptr::null_mut()),
@@ -150,20 +161,38 @@ impl Pageset {
         }
     }
 
-    /// Tries the lock.
+    /// Makes this a thread's own pageset (its owner enters without atomic
+    /// operations) or a shared one (per CPU).
+    pub fn set_biased(&self, on: bool) {
+        self.biased.store(on, Relaxed);
+    }
+
+    /// The way in on the alloc/free paths: the owner of a thread pageset
+    /// always gets in; on a shared pageset the lock is only tried.
     #[inline]
-    pub fn try_lock(&self) -> Option<PagesetGuard<'_>> {
-        if self.lock.try_lock() {
-            Some(PagesetGuard { ps: self })
+    pub fn enter(&self, owner: bool) -> Option<PagesetGuard<'_>> {
+        if owner {
+            Some(PagesetGuard {
+                ps: self,
+                owner: Some(self.lock.owner_enter()),
+            })
+        } else if self.lock.try_lock() {
+            Some(PagesetGuard {
+                ps: self,
+                owner: None,
+            })
         } else {
             None
         }
     }
 
-    /// Waits for the lock (maintenance, drain-all, fork and tests only).
+    /// Waits for the pageset (maintenance, drain-all, stats, fork, tests).
     pub fn lock(&self) -> PagesetGuard<'_> {
-        self.lock.lock();
-        PagesetGuard { ps: self }
+        self.lock.remote_lock(self.biased.load(Relaxed));
+        PagesetGuard {
+            ps: self,
+            owner: None,
+        }
     }
 
     /// Resets the lock in a forked child.
@@ -188,10 +217,18 @@ impl Pageset {
     /// Allocates a block of `order` (≤ COSTLY) for `mt` through this
     /// pageset (`rmqueue_pcplist`), refilling from the zone when the list
     /// is empty; straight from the zone when the lock is busy. Null when the
-    /// zone is out of memory. The head comes back with kind `None`.
-    pub fn alloc(&self, zone: &Zone, order: u32, mt: MigrateType, k: &Knobs) -> *mut Page {
+    /// zone is out of memory. The head comes back with kind `None`. `owner`:
+    /// the caller owns this (thread) pageset.
+    pub fn alloc(
+        &self,
+        zone: &Zone,
+        order: u32,
+        mt: MigrateType,
+        k: &Knobs,
+        owner: bool,
+    ) -> *mut Page {
         debug_assert!(order <= PAGE_ALLOC_COSTLY_ORDER);
-        let Some(mut g) = self.try_lock() else {
+        let Some(mut g) = self.enter(owner) else {
             self.lock_busy.fetch_add(1, Relaxed);
             return zone.alloc(order, mt);
         };
@@ -228,9 +265,9 @@ impl Pageset {
     /// # Safety
     /// `head` heads a block of `zone` of `order` that the caller owns and no
     /// longer uses; its other descriptors are `None`.
-    pub unsafe fn free(&self, zone: &Zone, head: *mut Page, order: u32, k: &Knobs) {
+    pub unsafe fn free(&self, zone: &Zone, head: *mut Page, order: u32, k: &Knobs, owner: bool) {
         debug_assert!(order <= PAGE_ALLOC_COSTLY_ORDER);
-        let Some(mut g) = self.try_lock() else {
+        let Some(mut g) = self.enter(owner) else {
             self.lock_busy.fetch_add(1, Relaxed);
             // SAFETY: forwarded contract.
             unsafe { zone.free(head, order) };

@@ -94,7 +94,10 @@ pub fn acquire_thread_pageset(free_high_batch: bool) -> *mut Pageset {
     let p = new_pageset();
     if !p.is_null() {
         // SAFETY: p is fresh.
-        unsafe { (*p).set_free_high_batch(free_high_batch) };
+        unsafe {
+            (*p).set_free_high_batch(free_high_batch);
+            (*p).set_biased(true);
+        }
         publish(p);
     }
     p

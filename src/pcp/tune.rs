@@ -133,6 +133,7 @@ pub fn free_high_threshold(p: &PcpParams, k: &Knobs) -> i32 {
 /// The free path after a page of `order` went onto the pageset's list
 /// (`free_unref_page_commit`): updates `count`, the flags and free_count,
 /// then asks [`nr_pcp_high`] and [`nr_pcp_free`] how much to give back.
+#[inline]
 pub fn free_unref_page_commit(
     s: &mut PcpState,
     p: &PcpParams,
@@ -182,6 +183,7 @@ pub fn free_unref_page_commit(
 /// The high the free path drains above (`nr_pcp_high`); also adjusts the
 /// auto-tuned `high`: down on free_high and while BELOW_HIGH, up to hold a
 /// batch of frees otherwise.
+#[inline]
 pub fn nr_pcp_high(
     s: &mut PcpState,
     p: &PcpParams,

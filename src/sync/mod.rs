@@ -150,8 +150,10 @@ pub fn bump(c: &AtomicU64, by: u64) {
 
 fn futex_wait(word: &AtomicU32, expected: u32) {
     // SAFETY: word is a valid aligned u32; FUTEX_WAIT returns at once if it
-    // no longer holds `expected`. A null timeout waits indefinitely.
+    // no longer holds `expected`. A null timeout waits indefinitely. errno
+    // is put back: `free` must not change it.
     unsafe {
+        let saved = *libc::__errno_location();
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -159,6 +161,7 @@ fn futex_wait(word: &AtomicU32, expected: u32) {
             expected,
             core::ptr::null::<libc::timespec>(),
         );
+        *libc::__errno_location() = saved;
     }
 }
 
@@ -235,6 +238,156 @@ impl TryLock {
 }
 
 impl Default for TryLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A lock biased towards one owner thread (the pageset of a thread, in
+/// `PCPALLOC_PCP=thread` mode): the owner enters and leaves with plain
+/// stores, no atomic read-modify-write; anyone else (the maintenance tick,
+/// drain-all, stats, fork) takes the inner lock, raises a flag and forces a
+/// memory barrier on every thread with `membarrier(2)` before waiting for
+/// the owner to step out. This is the asymmetric Dekker handshake used by
+/// userspace RCU: the rare side pays for both.
+///
+/// If the kernel lacks MEMBARRIER_CMD_PRIVATE_EXPEDITED, the owner simply
+/// takes the inner lock as everyone else does.
+pub struct BiasedLock {
+    lock: TryLock,
+    owner_in: AtomicBool,
+    remote_wants: AtomicBool,
+}
+
+/// How the owner entered a [`BiasedLock`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// With plain stores (the biased fast path).
+    Biased,
+    /// Through the inner lock.
+    Locked,
+}
+
+static MEMBARRIER_OK: AtomicBool = AtomicBool::new(false);
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// Registers the process for expedited membarrier (once at init, and again
+/// in a forked child). Biased locking is used only if this succeeds.
+pub fn membarrier_init() {
+    // SAFETY: a plain syscall; failure just leaves biased locking off.
+    let ok = unsafe {
+        let saved = *libc::__errno_location();
+        let r = libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0,
+            0,
+        );
+        *libc::__errno_location() = saved;
+        r == 0
+    };
+    MEMBARRIER_OK.store(ok, Ordering::Relaxed);
+}
+
+fn membarrier() -> bool {
+    // SAFETY: a plain syscall on a registered process.
+    unsafe {
+        let saved = *libc::__errno_location();
+        let r = libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+        *libc::__errno_location() = saved;
+        r == 0
+    }
+}
+
+impl BiasedLock {
+    /// An unlocked lock.
+    pub const fn new() -> BiasedLock {
+        BiasedLock {
+            lock: TryLock::new(),
+            owner_in: AtomicBool::new(false),
+            remote_wants: AtomicBool::new(false),
+        }
+    }
+
+    /// The owner enters. Never fails; usually only plain stores.
+    #[inline]
+    pub fn owner_enter(&self) -> Entry {
+        if MEMBARRIER_OK.load(Ordering::Relaxed) {
+            self.owner_in.store(true, Ordering::Relaxed);
+            core::sync::atomic::compiler_fence(Ordering::SeqCst);
+            // Acquire: see everything a remote did before it left.
+            if !self.remote_wants.load(Ordering::Acquire) {
+                return Entry::Biased;
+            }
+            self.owner_in.store(false, Ordering::Release);
+        }
+        self.lock.lock();
+        Entry::Locked
+    }
+
+    /// The owner leaves.
+    ///
+    /// # Safety
+    /// Paired with the `owner_enter` that returned `e`.
+    #[inline]
+    pub unsafe fn owner_exit(&self, e: Entry) {
+        match e {
+            Entry::Biased => self.owner_in.store(false, Ordering::Release),
+            // SAFETY: owner_enter took the lock.
+            Entry::Locked => unsafe { self.lock.unlock() },
+        }
+    }
+
+    /// Anyone but the owner: waits until it has the lock to itself.
+    pub fn remote_lock(&self, biased: bool) {
+        self.lock.lock();
+        if biased && MEMBARRIER_OK.load(Ordering::Relaxed) {
+            self.remote_wants.store(true, Ordering::Relaxed);
+            if !membarrier() {
+                core::sync::atomic::fence(Ordering::SeqCst);
+            }
+            let mut spins = 0u32;
+            while self.owner_in.load(Ordering::Acquire) {
+                spins += 1;
+                if spins < SPIN_LIMIT {
+                    core::hint::spin_loop();
+                } else {
+                    sys::yield_now();
+                }
+            }
+        }
+    }
+
+    /// Tries the shared way in (per-CPU pagesets are never biased).
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        self.lock.try_lock()
+    }
+
+    /// Releases what `remote_lock` (or `try_lock`) took.
+    ///
+    /// # Safety
+    /// The caller holds it through `remote_lock` or `try_lock`.
+    pub unsafe fn remote_unlock(&self) {
+        self.remote_wants.store(false, Ordering::Release);
+        // SAFETY: held (contract).
+        unsafe { self.lock.unlock() }
+    }
+
+    /// Resets everything in a forked child.
+    ///
+    /// # Safety
+    /// Only in the child after fork.
+    pub unsafe fn force_unlock(&self) {
+        self.owner_in.store(false, Ordering::Relaxed);
+        self.remote_wants.store(false, Ordering::Relaxed);
+        // SAFETY: forwarded contract.
+        unsafe { self.lock.force_unlock() }
+    }
+}
+
+impl Default for BiasedLock {
     fn default() -> Self {
         Self::new()
     }

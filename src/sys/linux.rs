@@ -186,6 +186,19 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A cheap monotonic clock in nanoseconds with tick (millisecond-ish)
+/// resolution: CLOCK_MONOTONIC_COARSE, read from the vDSO.
+#[inline]
+pub fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Gives up the CPU for a moment.
 #[inline]
 pub fn yield_now() {
@@ -208,25 +221,45 @@ pub fn current_cpu() -> usize {
 }
 
 /// CPUs that may ever exist (indexes for per-CPU arrays), at least 1.
+/// Read from sysfs ourselves: glibc's fallback for this opens a directory,
+/// which allocates.
 pub fn nr_cpus_possible() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    if v <= 0 {
-        1
-    } else {
-        v as usize
-    }
+    read_file(c"/sys/devices/system/cpu/possible".as_ptr())
+        .map(|f| max_cpu_in_list(f.as_bytes()) + 1)
+        .filter(|&n| n > 1 || affinity_count() <= 1)
+        .unwrap_or_else(|| affinity_count().max(1))
 }
 
 /// CPUs online now, at least 1.
 pub fn nr_cpus_online() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if v <= 0 {
-        1
-    } else {
-        v as usize
+    read_file(c"/sys/devices/system/cpu/online".as_ptr())
+        .map(|f| count_cpu_list(f.as_bytes()))
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| affinity_count().max(1))
+}
+
+fn affinity_count() -> usize {
+    // SAFETY: set is a valid out-parameter of the size we pass.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        if libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return 1;
+        }
+        libc::CPU_COUNT(&set) as usize
     }
+}
+
+/// The highest CPU number in a sysfs cpu list.
+fn max_cpu_in_list(s: &[u8]) -> usize {
+    let mut max = 0;
+    for part in trim(s).split(|&c| c == b',') {
+        for num in part.split(|&c| c == b'-') {
+            if let Some(v) = parse_u64(num) {
+                max = max.max(v as usize);
+            }
+        }
+    }
+    max
 }
 
 /// A small file read into a fixed buffer.
@@ -388,6 +421,7 @@ mod tests {
         assert_eq!(count_cpu_list(b"0-3,8,10-11\n"), 7);
         assert_eq!(count_cpu_list(b"0"), 1);
         assert_eq!(count_cpu_list(b""), 0);
+        assert_eq!(max_cpu_in_list(b"0-3,8,10-11\n"), 11);
     }
 
     #[test]

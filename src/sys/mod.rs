@@ -12,8 +12,8 @@
 mod linux;
 
 pub use linux::{
-    commit, current_cpu, decommit, getenv, llc_slice_bytes, map, memory_limit_bytes, now_ns,
-    nr_cpus_online, nr_cpus_possible, page_size, read_file, release, remap, reserve, unmap,
+    coarse_now_ns, commit, current_cpu, decommit, getenv, llc_slice_bytes, map, memory_limit_bytes,
+    now_ns, nr_cpus_online, nr_cpus_possible, page_size, read_file, release, remap, reserve, unmap,
     write_stderr, yield_now, FileBuf,
 };
 

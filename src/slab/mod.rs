@@ -1,0 +1,128 @@
+//! Small objects (≤ 8 KiB): size classes in slabs of order 0..=3 taken from
+//! the pagesets as UNMOVABLE blocks, served from thread-local heaps.
+//!
+//! The fast paths are here: allocation pops the current slab's free list
+//! (no atomics, one branch), a local free pushes onto it, a free from
+//! another thread pushes onto the slab's `thread_free` with one CAS. Both
+//! free paths check that the pointer starts an object (a multiply, no
+//! division) and look at the block's free key to catch double frees.
+
+pub mod classes;
+pub mod heap;
+#[allow(clippy::module_inception)]
+pub mod slab;
+pub mod tls;
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use crate::page::{flags, Page};
+use crate::report;
+use crate::section::page_addr;
+use crate::state;
+
+use classes::{class_of, object_index, CLASS_SIZE};
+use heap::Heap;
+
+/// Allocates `size` ≤ SMALL_MAX bytes. Null when out of memory.
+#[inline(always)]
+pub fn alloc(size: usize) -> *mut u8 {
+    alloc_class(class_of(size))
+}
+
+/// Allocates one object of `class`. Null when out of memory.
+#[inline(always)]
+pub fn alloc_class(class: usize) -> *mut u8 {
+    let h = tls::heap();
+    // SAFETY: h is this thread's heap (or the static empty heap, whose bins
+    // all point at the empty slab); class < NR_CLASSES by construction.
+    unsafe {
+        let slab = *(*h).current.get_unchecked(class);
+        if !(*slab).free.is_null() {
+            return heap::pop(slab);
+        }
+        heap::alloc_slow(h, class)
+    }
+}
+
+/// The usable size of an object of slab `slab`.
+///
+/// # Safety
+/// `slab` is a live slab's head descriptor.
+#[inline]
+pub unsafe fn usable_size(slab: *const Page) -> usize {
+    // SAFETY: forwarded contract.
+    CLASS_SIZE[unsafe { (*slab).class } as usize] as usize
+}
+
+/// Frees object `p` of slab `slab`.
+///
+/// # Safety
+/// `slab` is the `head` of the descriptor of `p`'s page (non-null), and the
+/// caller is freeing `p` (it may be invalid: that is checked and reported).
+#[inline(always)]
+pub unsafe fn free(p: *mut u8, slab: *mut Page) {
+    // SAFETY: slab is a live slab head (its page descriptor said so); the
+    // object check below proves p starts an object of it before we write.
+    unsafe {
+        let class = (*slab).class as usize;
+        if object_index(class, p as usize - page_addr(slab)).is_none() {
+            report::fatal("free(): invalid pointer (not the start of a block)", p);
+        }
+        let obj = p as *mut usize;
+        let key = state::free_key();
+        let h = tls::heap();
+        let mine = (*slab).owner.load(Relaxed) == h.cast();
+        if obj.add(1).read() == key {
+            free_suspect(p, slab, mine);
+        }
+        if mine {
+            obj.write((*slab).free as usize);
+            obj.add(1).write(key);
+            (*slab).free = p;
+            (*slab).aux -= 1;
+            if (*slab).aux == 0 || (*slab).flags & flags::IN_FULL != 0 {
+                heap::free_local_slow(h, slab);
+            }
+        } else if slab::push_remote(slab, p, key) {
+            heap::notify_owner(slab);
+        }
+    }
+}
+
+/// The block carries the free key: it is free already, unless its owner's
+/// lists say otherwise (the key can only be there by coincidence if the
+/// program wrote it). Aborts on a double free.
+#[cold]
+#[inline(never)]
+unsafe fn free_suspect(p: *mut u8, s: *mut Page, mine: bool) {
+    if !mine {
+        // Another thread's lists cannot be walked safely; the key is 64
+        // random bits, so a live block holds it only if the program copied
+        // it out of a freed block.
+        report::fatal("free(): double free detected", p);
+    }
+    // SAFETY: we own s, so its free list is ours; its remote list only
+    // grows at the head (we are the only one who takes from it), so walking
+    // from a snapshot is safe.
+    unsafe {
+        if slab::on_free_list(s, p) {
+            report::fatal("free(): double free detected", p);
+        }
+        let mut q = ((*s).thread_free.load(core::sync::atomic::Ordering::Acquire)
+            & !slab::FULL_NOTIFY) as *mut u8;
+        let mut steps = 0;
+        while !q.is_null() && steps <= (*s).capacity {
+            if q == p {
+                report::fatal("free(): double free detected", p);
+            }
+            q = (q as *mut usize).read() as *mut u8;
+            steps += 1;
+        }
+    }
+}
+
+/// The calling thread's heap (for stats and trim), if it has one.
+pub fn current_heap() -> Option<*mut Heap> {
+    let h = tls::heap();
+    (h != core::ptr::addr_of!(heap::EMPTY_HEAP) as *mut Heap).then_some(h)
+}

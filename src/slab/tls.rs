@@ -1,0 +1,95 @@
+//! The calling thread's heap pointer.
+//!
+//! On x86-64 it is one word of static TLS reached with the initial-exec
+//! sequence (`mov reg, [rip + sym@GOTTPOFF]; mov reg, fs:[reg]`), written in
+//! inline assembly because stable Rust cannot ask for that TLS model and
+//! the default one for a shared object calls `__tls_get_addr`. The symbol
+//! is hidden, so an executable that links pcpalloc and a preloaded
+//! libpcpalloc.so each keep their own. Elsewhere a `thread_local!` cell.
+//!
+//! The slot holds the heap's offset from the static empty heap, so its
+//! zero initial value means "the empty heap" and the fast path needs no
+//! "initialised?" test: an empty heap's bins are empty, so the first
+//! allocation takes the slow path, which sets the heap up.
+
+use core::ptr::addr_of;
+
+use super::heap::{Heap, EMPTY_HEAP};
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use core::arch::{asm, global_asm};
+
+    global_asm!(
+        ".pushsection .tbss,\"awT\",@nobits",
+        ".p2align 3",
+        ".globl __pcpalloc_tls_heap_v1",
+        ".hidden __pcpalloc_tls_heap_v1",
+        ".type __pcpalloc_tls_heap_v1, @object",
+        ".size __pcpalloc_tls_heap_v1, 8",
+        "__pcpalloc_tls_heap_v1:",
+        ".zero 8",
+        ".popsection",
+    );
+
+    #[inline(always)]
+    pub fn get() -> usize {
+        let v: usize;
+        // SAFETY: reads this thread's own TLS word through the module's TLS
+        // offset; the slot always exists for a loaded module.
+        unsafe {
+            asm!(
+                "mov {0}, qword ptr [rip + __pcpalloc_tls_heap_v1@GOTTPOFF]",
+                "mov {0}, qword ptr fs:[{0}]",
+                out(reg) v,
+                options(nostack, readonly, preserves_flags, pure)
+            );
+        }
+        v
+    }
+
+    #[inline(always)]
+    pub fn set(v: usize) {
+        // SAFETY: writes this thread's own TLS word (see get).
+        unsafe {
+            asm!(
+                "mov {t}, qword ptr [rip + __pcpalloc_tls_heap_v1@GOTTPOFF]",
+                "mov qword ptr fs:[{t}], {v}",
+                t = out(reg) _,
+                v = in(reg) v,
+                options(nostack, preserves_flags)
+            );
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod imp {
+    use core::cell::Cell;
+
+    std::thread_local! {
+        static SLOT: Cell<usize> = const { Cell::new(0) };
+    }
+
+    #[inline(always)]
+    pub fn get() -> usize {
+        SLOT.with(|s| s.get())
+    }
+
+    #[inline(always)]
+    pub fn set(v: usize) {
+        SLOT.with(|s| s.set(v))
+    }
+}
+
+/// This thread's heap (the static empty heap until the first slow path).
+#[inline(always)]
+pub fn heap() -> *mut Heap {
+    (addr_of!(EMPTY_HEAP) as usize).wrapping_add(imp::get()) as *mut Heap
+}
+
+/// Sets this thread's heap.
+#[inline]
+pub fn set_heap(h: *mut Heap) {
+    imp::set((h as usize).wrapping_sub(addr_of!(EMPTY_HEAP) as usize));
+}

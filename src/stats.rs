@@ -1,0 +1,270 @@
+//! The stats snapshot and its text report: one `name value` pair per line,
+//! with the kernel's names where the counter is the kernel's (as
+//! /proc/vmstat and /proc/zoneinfo), so scripts can grep it. Taken without
+//! allocating; printed through a stack buffer with write(2).
+
+use core::fmt::{self, Write};
+use core::sync::atomic::Ordering::Relaxed;
+
+use crate::config::{NR_PAGE_ORDERS, PAGE_SIZE};
+use crate::large;
+use crate::maint;
+use crate::page::{MigrateType, MIGRATE_TYPES};
+use crate::pcp::{pool, tune::PcpState, PcpCounters};
+use crate::slab::heap::{self, HEAP_ABANDONED, HEAP_ACTIVE};
+use crate::state::{self, ZONE};
+use crate::sys;
+use crate::util::buf::FixedBuf;
+use crate::zone::ZoneSnapshot;
+
+/// Pagesets reported one by one (the busiest first ones; totals cover all).
+pub const MAX_REPORTED_PAGESETS: usize = 64;
+
+/// One pageset's state and counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PagesetStats {
+    /// Tuning state (count, high, flags, alloc_factor, free_count).
+    pub state: PcpState,
+    /// Event counters.
+    pub counters: PcpCounters,
+    /// Times its lock was busy.
+    pub lock_busy: u64,
+}
+
+/// A snapshot of the whole allocator.
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    /// The zone.
+    pub zone: ZoneSnapshot,
+    /// Sum over every pageset.
+    pub pcp_total: PcpCounters,
+    /// Pages held by pagesets.
+    pub pcp_count: u64,
+    /// Pageset lock busy events, all pagesets.
+    pub pcp_lock_busy: u64,
+    /// Pagesets in existence.
+    pub nr_pagesets: usize,
+    /// The first pagesets that have seen any traffic.
+    pub pagesets: [PagesetStats; MAX_REPORTED_PAGESETS],
+    /// How many of `pagesets` are filled.
+    pub nr_reported: usize,
+    /// Thread heaps ever created / owned by live threads / abandoned.
+    pub heaps: [usize; 3],
+    /// Slabs created and retired, over all heaps.
+    pub slabs_created: u64,
+    /// Slabs given back to the page allocator.
+    pub slabs_retired: u64,
+    /// Objects freed by other threads and collected by their owner.
+    pub remote_frees: u64,
+    /// Live huge blocks and their bytes; huge blocks ever mapped.
+    pub huge: (usize, usize, u64),
+    /// Maintenance ticks run; whether the background thread runs.
+    pub ticks: u64,
+    /// Whether the background maintenance thread is running.
+    pub background: bool,
+}
+
+/// Takes a snapshot (briefly locking the zone and each pageset).
+pub fn snapshot() -> Stats {
+    let mut s = Stats {
+        zone: ZONE.snapshot(),
+        pcp_total: PcpCounters::default(),
+        pcp_count: 0,
+        pcp_lock_busy: 0,
+        nr_pagesets: 0,
+        pagesets: [PagesetStats::default(); MAX_REPORTED_PAGESETS],
+        nr_reported: 0,
+        heaps: [0; 3],
+        slabs_created: 0,
+        slabs_retired: 0,
+        remote_frees: 0,
+        huge: (0, 0, 0),
+        ticks: maint::TICKS.load(Relaxed),
+        background: maint::background_running(),
+    };
+    if !state::is_ready() {
+        return s;
+    }
+    let mut all = [PagesetStats::default(); MAX_REPORTED_PAGESETS];
+    let mut n = 0;
+    pool::for_each(|ps| {
+        let (st, c) = ps.snapshot();
+        let busy = ps.lock_busy.load(Relaxed);
+        s.nr_pagesets += 1;
+        let t = &mut s.pcp_total;
+        t.alloc_zone += c.alloc_zone;
+        t.free_zone += c.free_zone;
+        t.free_high += c.free_high;
+        t.refills += c.refills;
+        t.drains += c.drains;
+        t.pgalloc += c.pgalloc;
+        t.pgfree += c.pgfree;
+        t.decayed += c.decayed;
+        s.pcp_count += st.count.max(0) as u64;
+        s.pcp_lock_busy += busy;
+        if c.pgalloc + c.pgfree > 0 && n < MAX_REPORTED_PAGESETS {
+            all[n] = PagesetStats {
+                state: st,
+                counters: c,
+                lock_busy: busy,
+            };
+            n += 1;
+        }
+    });
+    s.pagesets = all;
+    s.nr_reported = n;
+    heap::for_each(|h| {
+        // SAFETY: heaps live forever; these fields are atomics.
+        let h = unsafe { &*h };
+        s.heaps[0] += 1;
+        match h.state.load(Relaxed) {
+            HEAP_ACTIVE => s.heaps[1] += 1,
+            HEAP_ABANDONED => s.heaps[2] += 1,
+            _ => {}
+        }
+        s.slabs_created += h.slabs_created.load(Relaxed);
+        s.slabs_retired += h.slabs_retired.load(Relaxed);
+        s.remote_frees += h.remote_collected.load(Relaxed);
+    });
+    let (live, bytes) = large::huge_usage();
+    s.huge = (live, bytes, large::HUGE_ALLOCS.load(Relaxed));
+    s
+}
+
+/// Zone lock contention: nanoseconds spent waiting for the zone lock as a
+/// percentage of `cpu_ns` of running time (the seeds' "cycles% of spinlock
+/// contention").
+pub fn contention_percent(wait_ns: u64, cpu_ns: u64) -> f64 {
+    if cpu_ns == 0 {
+        0.0
+    } else {
+        wait_ns as f64 * 100.0 / cpu_ns as f64
+    }
+}
+
+impl Stats {
+    /// Writes the report: one `name value` pair per line.
+    pub fn write_text(&self, w: &mut impl Write) -> fmt::Result {
+        let z = &self.zone;
+        let c = &z.counters;
+        macro_rules! kv {
+            ($($name:expr => $v:expr),* $(,)?) => { $( writeln!(w, "{} {}", $name, $v)?; )* };
+        }
+        kv! {
+            "nr_managed_pages" => z.managed,
+            "nr_free_pages" => z.free,
+            "nr_free_clean_pages" => z.clean_free,
+            "nr_pcp_pages" => self.pcp_count,
+            "wmark_min" => z.wmark[0],
+            "wmark_low" => z.wmark[1],
+            "wmark_high" => z.wmark[2],
+            "zone_below_high" => u8::from(z.below_high),
+            "memory_limit_bytes" => z.memory_limit,
+            "memory_mapped_bytes" => z.budget_used,
+        }
+        for o in 0..NR_PAGE_ORDERS {
+            writeln!(w, "free_area_order_{o} {}", z.nr_free[o])?;
+        }
+        for o in 0..NR_PAGE_ORDERS {
+            for mt in 0..MIGRATE_TYPES {
+                writeln!(
+                    w,
+                    "free_area_order_{o}_{} {}",
+                    MigrateType::from_index(mt).name(),
+                    z.free_per_order[o][mt]
+                )?;
+            }
+        }
+        kv! {
+            "pgalloc" => c.pgalloc,
+            "pgfree" => c.pgfree,
+            "alloc_fail" => c.alloc_fail,
+            "zone_grow" => c.grow_events,
+            "zone_grow_pages" => c.grow_pages,
+            "extfrag_fallback" => c.extfrag_fallback,
+            "extfrag_fragmenting_unmovable" => c.extfrag_fragmenting[0],
+            "extfrag_fragmenting_movable" => c.extfrag_fragmenting[1],
+            "extfrag_fragmenting_reclaimable" => c.extfrag_fragmenting[2],
+            "extfrag_unmovable_placed_with_movable" => c.extfrag_in_movable[0],
+            "extfrag_reclaimable_placed_with_movable" => c.extfrag_in_movable[2],
+            "pageblock_claims" => c.pageblock_claims,
+            "released_bytes" => c.released_bytes,
+            "release_events" => c.release_events,
+            "below_high_set" => c.below_high_set,
+            "below_high_clear" => c.below_high_clear,
+            "drain_all" => c.drain_all,
+            "zone_lock_acquisitions" => z.lock_acquisitions,
+            "zone_lock_contended" => z.lock_contended,
+            "zone_lock_wait_ns" => z.lock_wait_ns,
+            "pcp_batch" => z.pcp.batch,
+            "pcp_high_min" => z.pcp.high_min,
+            "pcp_high_max" => z.pcp.high_max,
+        }
+        let t = &self.pcp_total;
+        kv! {
+            "alloc_zone" => t.alloc_zone,
+            "free_zone" => t.free_zone,
+            "free_high" => t.free_high,
+            "pcp_refill" => t.refills,
+            "pcp_drain" => t.drains,
+            "pcp_pgalloc" => t.pgalloc,
+            "pcp_pgfree" => t.pgfree,
+            "pcp_decayed" => t.decayed,
+            "pcp_lock_busy" => self.pcp_lock_busy,
+            "nr_pagesets" => self.nr_pagesets,
+        }
+        for (i, p) in self.pagesets[..self.nr_reported].iter().enumerate() {
+            let s = &p.state;
+            writeln!(w, "pageset{i}_count {}", s.count)?;
+            writeln!(w, "pageset{i}_high {}", s.high)?;
+            writeln!(w, "pageset{i}_high_min {}", z.pcp.high_min)?;
+            writeln!(w, "pageset{i}_high_max {}", z.pcp.high_max)?;
+            writeln!(w, "pageset{i}_batch {}", z.pcp.batch)?;
+            writeln!(w, "pageset{i}_alloc_factor {}", s.alloc_factor)?;
+            writeln!(w, "pageset{i}_free_count {}", s.free_count)?;
+            writeln!(w, "pageset{i}_free_high {}", p.counters.free_high)?;
+            writeln!(w, "pageset{i}_alloc_zone {}", p.counters.alloc_zone)?;
+        }
+        kv! {
+            "heaps" => self.heaps[0],
+            "heaps_active" => self.heaps[1],
+            "heaps_abandoned" => self.heaps[2],
+            "slabs_created" => self.slabs_created,
+            "slabs_retired" => self.slabs_retired,
+            "slabs_live" => self.slabs_created - self.slabs_retired,
+            "remote_frees" => self.remote_frees,
+            "huge_blocks" => self.huge.0,
+            "huge_bytes" => self.huge.1,
+            "huge_allocs" => self.huge.2,
+            "ticks" => self.ticks,
+            "background_thread" => u8::from(self.background),
+            "page_size" => PAGE_SIZE,
+        }
+        Ok(())
+    }
+}
+
+/// A `fmt::Write` that flushes to stderr whenever its buffer fills.
+struct StderrWriter {
+    buf: FixedBuf<4096>,
+}
+
+impl Write for StderrWriter {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.buf.len() + s.len() + 1 >= 4096 {
+            sys::write_stderr(self.buf.as_bytes());
+            self.buf.clear();
+        }
+        self.buf.write_str(s)
+    }
+}
+
+/// Prints the report to stderr (PCPALLOC_STATS=1 does this at exit).
+pub fn print_to_stderr() {
+    let s = snapshot();
+    let mut w = StderrWriter {
+        buf: FixedBuf::new(),
+    };
+    let _ = s.write_text(&mut w);
+    sys::write_stderr(w.buf.as_bytes());
+}
