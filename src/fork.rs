@@ -27,9 +27,9 @@ extern "C" fn parent() {
     // SAFETY: prepare() took every one of these locks in this thread.
     unsafe {
         meta::after_fork_parent();
-        large::after_fork();
+        large::after_fork(false);
         ZONE.lock_stats().unlock();
-        pool::after_fork();
+        pool::after_fork(false);
         heap::after_fork(false);
     }
 }
@@ -39,9 +39,9 @@ extern "C" fn child() {
     // locks in the parent before the fork.
     unsafe {
         meta::after_fork_child();
-        large::after_fork();
+        large::after_fork(true);
         ZONE.lock_stats().force_unlock();
-        pool::after_fork();
+        pool::after_fork(true);
         heap::after_fork(true);
     }
     state::after_fork_child();

@@ -443,11 +443,18 @@ pub fn before_fork() {
     core::mem::forget(HUGE.lock());
 }
 
-/// Releases (parent) or resets (child) the registry lock after fork.
+/// Releases (parent, waking waiters) or resets (child) the registry lock
+/// after fork.
 ///
 /// # Safety
 /// Only right after fork, having called [`before_fork`].
-pub unsafe fn after_fork() {
+pub unsafe fn after_fork(child: bool) {
     // SAFETY: held since before_fork in this thread.
-    unsafe { HUGE.lock.force_unlock() }
+    unsafe {
+        if child {
+            HUGE.lock.force_unlock();
+        } else {
+            HUGE.lock.unlock();
+        }
+    }
 }

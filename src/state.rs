@@ -158,8 +158,16 @@ pub fn register_thread(heap: *mut u8) {
     if POST_INIT.load(Relaxed) == 0 && POST_INIT.compare_exchange(0, 1, AcqRel, Relaxed).is_ok() {
         crate::fork::register();
         if SETTINGS.stats_at_exit.load(Relaxed) {
-            // SAFETY: the handler is a C-ABI fn that never unwinds.
-            unsafe { libc::atexit(stats_at_exit) };
+            // Keep a private copy of stderr: programs often close fd 2 in
+            // their own exit handlers (gnulib's close_stdout does), which
+            // run before ours.
+            // SAFETY: fcntl on fd 2 and atexit with a C-ABI fn that never
+            // unwinds.
+            unsafe {
+                let fd = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 100);
+                STATS_FD.store(if fd >= 0 { fd } else { 2 }, Relaxed);
+                libc::atexit(stats_at_exit);
+            }
         }
     }
 }
@@ -169,8 +177,10 @@ extern "C" fn thread_exit_hook(heap: *mut libc::c_void) {
     unsafe { crate::slab::heap::thread_exit(heap.cast()) }
 }
 
+static STATS_FD: AtomicI32 = AtomicI32::new(2);
+
 extern "C" fn stats_at_exit() {
-    crate::stats::print_to_stderr();
+    crate::stats::print_to_fd(STATS_FD.load(Relaxed));
 }
 
 /// After fork in the child: nothing of the init state needs resetting, but

@@ -244,27 +244,36 @@ impl Stats {
     }
 }
 
-/// A `fmt::Write` that flushes to stderr whenever its buffer fills.
-struct StderrWriter {
+/// A `fmt::Write` that flushes to a file descriptor whenever its buffer
+/// fills.
+struct FdWriter {
+    fd: i32,
     buf: FixedBuf<4096>,
 }
 
-impl Write for StderrWriter {
+impl Write for FdWriter {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         if self.buf.len() + s.len() + 1 >= 4096 {
-            sys::write_stderr(self.buf.as_bytes());
+            sys::write_fd(self.fd, self.buf.as_bytes());
             self.buf.clear();
         }
         self.buf.write_str(s)
     }
 }
 
-/// Prints the report to stderr (PCPALLOC_STATS=1 does this at exit).
+/// Prints the report to stderr (`malloc_stats`).
 pub fn print_to_stderr() {
+    print_to_fd(2);
+}
+
+/// Prints the report to `fd` (PCPALLOC_STATS=1 does this at exit, to its
+/// own copy of stderr).
+pub fn print_to_fd(fd: i32) {
     let s = snapshot();
-    let mut w = StderrWriter {
+    let mut w = FdWriter {
+        fd,
         buf: FixedBuf::new(),
     };
     let _ = s.write_text(&mut w);
-    sys::write_stderr(w.buf.as_bytes());
+    sys::write_fd(fd, w.buf.as_bytes());
 }

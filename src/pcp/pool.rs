@@ -148,15 +148,19 @@ pub fn before_fork() {
     for_each(|ps| core::mem::forget(ps.lock()));
 }
 
-/// Releases the locks taken by [`before_fork`] (parent) or resets them
-/// (child).
+/// Releases the locks taken by [`before_fork`] (parent: waking anyone
+/// queued on them) or resets them (child).
 ///
 /// # Safety
 /// Only right after fork, having called [`before_fork`].
-pub unsafe fn after_fork() {
+pub unsafe fn after_fork(child: bool) {
     // SAFETY: every lock was taken by before_fork in this thread.
     unsafe {
         for_each(|ps| ps.force_unlock());
-        FREE.lock.force_unlock();
+        if child {
+            FREE.lock.force_unlock();
+        } else {
+            FREE.lock.unlock();
+        }
     }
 }

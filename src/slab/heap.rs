@@ -483,6 +483,13 @@ pub unsafe fn after_fork(child: bool) {
             }
         });
     }
-    // SAFETY: held since before_fork in this thread.
-    unsafe { ABANDONED.lock.force_unlock() };
+    // SAFETY: held since before_fork in this thread. The parent must wake
+    // threads that queued on the lock meanwhile; the child has none.
+    unsafe {
+        if child {
+            ABANDONED.lock.force_unlock();
+        } else {
+            ABANDONED.lock.unlock();
+        }
+    }
 }

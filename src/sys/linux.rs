@@ -142,10 +142,23 @@ pub fn release(p: *mut u8, len: usize) -> bool {
 
 /// Writes all of `msg` to standard error, ignoring failures.
 pub fn write_stderr(msg: &[u8]) {
+    write_fd(2, msg);
+}
+
+/// Writes all of `msg` to `fd`, ignoring failures (errno is kept).
+pub fn write_fd(fd: i32, msg: &[u8]) {
+    // SAFETY: errno's location is valid for this thread.
+    let saved = unsafe { *libc::__errno_location() };
+    write_all(fd, msg);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+}
+
+fn write_all(fd: i32, msg: &[u8]) {
     let mut rest = msg;
     while !rest.is_empty() {
         // SAFETY: rest is a valid byte slice.
-        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
         if n <= 0 {
             // Retry only on EINTR; anything else means stderr is gone.
             // SAFETY: errno location is always valid for the calling thread.

@@ -1,0 +1,177 @@
+//! pcpalloc as the Rust global allocator: this whole test binary (harness
+//! included) runs on it. A multi-threaded workload of collections, strings
+//! and channels checks its own results; then the allocator's invariants,
+//! trim and the maintenance tick are checked on the live heap.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::thread;
+
+use pcpalloc::PcpAlloc;
+
+#[global_allocator]
+static GLOBAL: PcpAlloc = PcpAlloc;
+
+/// Tests run one at a time: some inspect global state that the others'
+/// frees would change under them.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn workload(seed: u64) -> u64 {
+    let mut map: HashMap<u64, String> = HashMap::new();
+    let mut tree: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut q: VecDeque<Box<[u8]>> = VecDeque::new();
+    let mut x = seed | 1;
+    let mut acc = 0u64;
+    for i in 0..40_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = x % 5000;
+        let s = format!("{k:x}-{}", "y".repeat((x % 40) as usize));
+        map.insert(k, s.clone());
+        tree.entry(s).or_default().push(i);
+        q.push_back(vec![(i % 251) as u8; (x % 3000) as usize].into_boxed_slice());
+        if q.len() > 200 {
+            let b = q.pop_front().unwrap();
+            assert!(b.iter().all(|&v| v == b[0]));
+            acc = acc.wrapping_add(b.len() as u64);
+        }
+        if i % 7 == 0 {
+            map.remove(&((k * 31) % 5000));
+        }
+    }
+    for (k, v) in &map {
+        assert!(v.starts_with(&format!("{k:x}-")));
+    }
+    acc ^ map.len() as u64 ^ tree.values().map(|v| v.len() as u64).sum::<u64>()
+}
+
+#[test]
+fn threads_collections_strings_channels() {
+    let _g = SERIAL.lock().unwrap();
+    let expected: Vec<u64> = (0..6).map(workload).collect();
+    let (tx, rx) = mpsc::channel::<(u64, Vec<String>)>();
+    let handles: Vec<_> = (0..6u64)
+        .map(|t| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let r = workload(t);
+                // Hand a batch of heap objects to the receiver, who frees them.
+                let strings: Vec<String> = (0..2000)
+                    .map(|i| format!("{t}:{i}:{}", "z".repeat(i % 300)))
+                    .collect();
+                tx.send((r, strings)).unwrap();
+                r
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut got = Vec::new();
+    for (r, strings) in rx {
+        assert_eq!(strings.len(), 2000);
+        for (i, s) in strings.iter().enumerate() {
+            assert!(s.ends_with(&"z".repeat(i % 300)));
+        }
+        got.push(r);
+    }
+    let mut joined: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    joined.sort();
+    got.sort();
+    let mut want = expected;
+    want.sort();
+    assert_eq!(joined, want);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn over_aligned_and_zeroed_layouts() {
+    let _g = SERIAL.lock().unwrap();
+    use std::alloc::{alloc, alloc_zeroed, dealloc, realloc, Layout};
+    for align in [16usize, 32, 64, 128, 4096, 8192, 1 << 16, 1 << 21, 1 << 23] {
+        for size in [1usize, 24, 100, 5000, 9000, 100_000, 5 << 20] {
+            let l = Layout::from_size_align(size, align).unwrap();
+            // SAFETY: non-zero size; freed with the same layout.
+            unsafe {
+                let p = alloc(l);
+                assert!(!p.is_null());
+                assert_eq!(p as usize % align, 0, "size {size} align {align}");
+                p.write_bytes(0xAB, size);
+                let z = alloc_zeroed(l);
+                assert_eq!(z as usize % align, 0);
+                assert!(std::slice::from_raw_parts(z, size).iter().all(|&b| b == 0));
+                let q = realloc(p, l, size * 2);
+                assert_eq!(q as usize % align, 0);
+                assert!(std::slice::from_raw_parts(q, size)
+                    .iter()
+                    .all(|&b| b == 0xAB));
+                dealloc(q, Layout::from_size_align(size * 2, align).unwrap());
+                dealloc(z, l);
+            }
+        }
+    }
+}
+
+#[test]
+fn exited_threads_pages_come_back_with_trim() {
+    let _g = SERIAL.lock().unwrap();
+    // Threads that allocate page-sized blocks and exit leave pages cached in
+    // pagesets and slabs in their abandoned heaps.
+    let hs: Vec<_> = (0..8)
+        .map(|t| {
+            thread::spawn(move || {
+                let v: Vec<Vec<u8>> = (0..500).map(|i| vec![t as u8; 9000 + i * 7]).collect();
+                let small: Vec<Box<u64>> = (0..5000).map(Box::new).collect();
+                v.len() + small.len()
+            })
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), 5500);
+    }
+    pcpalloc::trim();
+    let s = pcpalloc::stats();
+    assert_eq!(s.pcp_count, 0, "trim must drain every pageset");
+    let walk = pcpalloc::check_invariants();
+    assert_eq!(walk.pcp, 0);
+    assert_eq!(s.zone.free, walk.free);
+    assert_eq!(
+        s.zone.clean_free, s.zone.free,
+        "trim gives all free memory back to the OS"
+    );
+    assert!(s.heaps[2] >= 1, "exited threads' heaps wait for adoption");
+}
+
+#[test]
+fn tick_decays_and_releases_idle_memory() {
+    let _g = SERIAL.lock().unwrap();
+    let before = pcpalloc::stats().zone.counters.released_bytes;
+    {
+        let big: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 256 << 10]).collect();
+        let small: Vec<String> = (0..20000).map(|i| i.to_string()).collect();
+        assert_eq!(big.len() + small.len(), 20064);
+    }
+    for _ in 0..6 {
+        pcpalloc::maint::tick();
+    }
+    let s = pcpalloc::stats();
+    assert!(
+        s.zone.counters.released_bytes > before,
+        "idle memory must go back to the OS"
+    );
+    pcpalloc::check_invariants();
+}
+
+#[test]
+fn stats_text_is_name_value_lines() {
+    let s = pcpalloc::stats();
+    let mut text = String::new();
+    s.write_text(&mut text).unwrap();
+    assert!(text.lines().count() > 60);
+    for line in text.lines() {
+        let mut it = line.split(' ');
+        let (name, value) = (it.next().unwrap(), it.next().unwrap());
+        assert!(it.next().is_none() && !name.is_empty(), "{line}");
+        assert!(value.parse::<i64>().is_ok(), "{line}");
+    }
+}

@@ -1,0 +1,306 @@
+//! libpcpalloc.so under LD_PRELOAD: C test programs for every API and its
+//! edge cases, each bad input in a child process, and real programs whose
+//! output must match a run on the system malloc.
+
+mod support;
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+use support::*;
+
+fn c_test(name: &str, args: &[&str]) {
+    let bin = c_program(name);
+    let o = run_ok(preloaded(&bin).args(args));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!("{name} ok")), "{}", text(&o));
+}
+
+#[test]
+fn alignment_sweep() {
+    c_test("align_sweep", &[]);
+}
+
+#[test]
+fn realloc_keeps_data_across_ranges() {
+    c_test("realloc_sizes", &[]);
+}
+
+#[test]
+fn calloc_zeroes_reused_memory() {
+    c_test("calloc_reuse", &[]);
+}
+
+#[test]
+fn usable_size_covers_request() {
+    c_test("usable", &[]);
+}
+
+#[test]
+fn producer_consumer_cross_thread_frees() {
+    c_test("prodcons", &[]);
+}
+
+#[test]
+fn thousand_short_lived_threads() {
+    c_test("thread_churn", &[]);
+}
+
+#[test]
+fn fork_while_threads_allocate() {
+    c_test("fork_busy", &["4", "50"]);
+}
+
+#[test]
+fn thread_pcp_mode_cross_thread_and_churn() {
+    for name in ["prodcons", "thread_churn"] {
+        let bin = c_program(name);
+        run_ok(preloaded(&bin).env("PCPALLOC_PCP", "thread"));
+    }
+}
+
+#[test]
+fn no_background_thread_mode() {
+    let bin = c_program("prodcons");
+    run_ok(
+        preloaded(&bin)
+            .env("PCPALLOC_BACKGROUND", "0")
+            .env("PCPALLOC_DECAY_MS", "10"),
+    );
+}
+
+#[test]
+fn fork_in_thread_pcp_mode() {
+    let bin = c_program("fork_busy");
+    run_ok(
+        preloaded(&bin)
+            .args(["3", "20"])
+            .env("PCPALLOC_PCP", "thread"),
+    );
+}
+
+/// Cases that must succeed (exit 0).
+#[test]
+fn bad_input_gets_clean_errors() {
+    let bin = c_program("bad_input");
+    for case in [
+        "absurd_size",
+        "calloc_overflow",
+        "reallocarray_overflow",
+        "bad_alignment",
+        "free_null_and_malloc0",
+        "free_keeps_errno",
+    ] {
+        let o = run_ok(preloaded(&bin).arg(case));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("ok"),
+            "{case}: {}",
+            text(&o)
+        );
+        assert!(o.stderr.is_empty(), "{case} printed: {}", text(&o));
+    }
+    let o = run_ok(
+        preloaded(&bin)
+            .arg("memory_limit")
+            .env("PCPALLOC_MEMORY_LIMIT", "64M"),
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("limit reached"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Cases that must be caught: one line naming the problem and the address
+/// on stderr, then abort (SIGABRT).
+#[test]
+fn bad_frees_abort_with_one_line() {
+    let bin = c_program("bad_input");
+    for (case, needle) in [
+        ("double_free_small", "free(): double free detected 0x"),
+        ("double_free_large", "free(): double free detected 0x"),
+        ("double_free_remote", "free(): double free detected 0x"),
+        ("invalid_free_stack", "free(): invalid pointer 0x"),
+        ("invalid_free_static", "free(): invalid pointer 0x"),
+        (
+            "interior_small",
+            "free(): invalid pointer (not the start of a block) 0x",
+        ),
+        ("interior_large", "free(): invalid pointer 0x"),
+        (
+            "interior_large_head_page",
+            "free(): invalid pointer (inside a block) 0x",
+        ),
+        ("realloc_freed", "realloc(): pointer already freed 0x"),
+        ("realloc_freed_large", "realloc(): pointer already freed 0x"),
+        ("realloc_invalid", "realloc(): invalid pointer 0x"),
+    ] {
+        let o = preloaded(&bin).arg(case).output().unwrap();
+        assert_eq!(
+            o.status.signal(),
+            Some(libc::SIGABRT),
+            "{case} did not abort: {}",
+            text(&o)
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        let lines: Vec<_> = err.lines().filter(|l| l.starts_with("pcpalloc:")).collect();
+        assert_eq!(lines.len(), 1, "{case}: {}", text(&o));
+        assert!(
+            lines[0].contains(needle),
+            "{case}: expected {needle:?}: {}",
+            text(&o)
+        );
+    }
+}
+
+#[test]
+fn bad_tunables_warn_and_use_defaults() {
+    let o = run_ok(
+        preloaded("sh")
+            .args(["-c", "echo hi"])
+            .env("PCPALLOC_BATCH_SCALE_MAX", "9")
+            .env("PCPALLOC_PCP", "gpu")
+            .env("PCPALLOC_MEMORY_LIMIT", "lots"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hi\n");
+    for v in [
+        "PCPALLOC_BATCH_SCALE_MAX=9",
+        "PCPALLOC_PCP=gpu",
+        "PCPALLOC_MEMORY_LIMIT=lots",
+    ] {
+        assert_eq!(err.matches(v).count(), 1, "{v}: {err}");
+    }
+}
+
+#[test]
+fn stats_report_at_exit() {
+    let o = run_ok(preloaded("ls").arg("/").env("PCPALLOC_STATS", "1"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for name in [
+        "nr_managed_pages ",
+        "nr_free_pages ",
+        "alloc_zone ",
+        "free_high ",
+        "zone_lock_contended ",
+        "pcp_batch ",
+    ] {
+        assert!(
+            err.lines().any(|l| l.starts_with(name)),
+            "missing {name}: {err}"
+        );
+    }
+    assert!(
+        err.lines().all(|l| l.split(' ').count() == 2),
+        "not name value lines: {err}"
+    );
+}
+
+/// Runs `sh -c script` with and without the preload; outputs must match.
+fn same_output(script: &str) {
+    let plain = run_ok(Command::new("sh").args(["-c", script]));
+    let ours = run_ok(preloaded("sh").args(["-c", script]));
+    assert_eq!(plain.stdout, ours.stdout, "output differs for {script}");
+}
+
+#[test]
+fn python_threads_allocation_heavy() {
+    if !have("python3") {
+        return;
+    }
+    let script = r#"
+import threading, hashlib, json
+def work(seed, out):
+    d = {}
+    acc = hashlib.sha256()
+    for i in range(60000):
+        k = (i * 7919 + seed) % 4000
+        d[k] = [str(i) * (i % 13), {"x": i, "y": [seed] * (i % 7)}]
+        if i % 3 == 0:
+            d.pop((k * 31) % 4000, None)
+        if i % 1000 == 0:
+            acc.update(json.dumps(sorted(d.keys())[:50]).encode())
+    out[seed] = (len(d), acc.hexdigest())
+out = {}
+ts = [threading.Thread(target=work, args=(s, out)) for s in range(6)]
+for t in ts: t.start()
+for t in ts: t.join()
+for s in sorted(out): print(s, *out[s])
+"#;
+    let plain = run_ok(Command::new("python3").args(["-c", script]));
+    let ours = run_ok(preloaded("python3").args(["-c", script]));
+    assert_eq!(plain.stdout, ours.stdout);
+    assert_eq!(String::from_utf8_lossy(&ours.stdout).lines().count(), 6);
+}
+
+#[test]
+fn sort_generated_file() {
+    let dir = tempdir("sort");
+    let input = dir.join("in.txt");
+    let mut s = String::new();
+    let mut x: u64 = 88172645463325252;
+    for _ in 0..300_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(&format!("{:x} {}\n", x % 1_000_000_007, x % 97));
+    }
+    std::fs::write(&input, s).unwrap();
+    same_output(&format!("sort -k2,2n -k1,1 {}", input.display()));
+    same_output(&format!("sort -u {} | wc -l", input.display()));
+}
+
+#[test]
+fn gcc_compiles_identical_object() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = tempdir("gcc");
+    let src = dir.join("gen.c");
+    let mut s = String::from("#include <string.h>\n#include <stdlib.h>\n");
+    for i in 0..400 {
+        s.push_str(&format!(
+            "struct s{i} {{ int a[{n}]; double d; char *p; }};\n\
+             int f{i}(struct s{i} *x, int k) {{ int t = 0; for (int j = 0; j < {n}; j++) t += x->a[j] * (k ^ j); \
+             if (t % 3) x->p = malloc(t & 255); return t + (int)x->d; }}\n",
+            n = 1 + i % 17
+        ));
+    }
+    std::fs::write(&src, s).unwrap();
+    let a = dir.join("plain.o");
+    let b = dir.join("ours.o");
+    run_ok(
+        Command::new("gcc")
+            .args(["-O2", "-c"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&a),
+    );
+    run_ok(
+        preloaded("gcc")
+            .args(["-O2", "-c"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&b),
+    );
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        std::fs::read(&b).unwrap(),
+        "object files differ"
+    );
+}
+
+#[test]
+fn shell_pipelines() {
+    same_output("seq 1 200000 | awk '{ s += $1 * 2 } END { print s }'");
+    same_output(
+        "seq 1 50000 | sed 's/1/one/g' | tr 'a-z' 'A-Z' | sort | uniq -c | sort -rn | head -5",
+    );
+    same_output("for i in $(seq 1 200); do echo $i; done | xargs -n 7 echo | wc -c");
+}
+
+fn tempdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("pcpalloc-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
