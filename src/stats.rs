@@ -224,6 +224,9 @@ impl Stats {
             writeln!(w, "pageset{i}_free_count {}", s.free_count)?;
             writeln!(w, "pageset{i}_free_high {}", p.counters.free_high)?;
             writeln!(w, "pageset{i}_alloc_zone {}", p.counters.alloc_zone)?;
+            writeln!(w, "pageset{i}_pgalloc {}", p.counters.pgalloc)?;
+            writeln!(w, "pageset{i}_pgfree {}", p.counters.pgfree)?;
+            writeln!(w, "pageset{i}_lock_busy {}", p.lock_busy)?;
         }
         kv! {
             "heaps" => self.heaps[0],

@@ -1,0 +1,43 @@
+/* Shared helpers for the C benchmark programs: fixed work, timed by the
+ * harness from outside (wall time and peak RSS of the whole process). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static inline uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+static inline uint64_t rng_range(uint64_t *s, uint64_t lo, uint64_t hi) {
+    return lo + (rng_next(s) >> 11) % (hi - lo + 1);
+}
+
+static inline void pin(int cpu) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu % (n > 0 ? n : 1), &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+static inline void *xmalloc(size_t n) {
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* Work scale from argv[1] (1 = the quick size). */
+static inline long scale_arg(int argc, char **argv) {
+    return argc > 1 ? atol(argv[1]) : 1;
+}
