@@ -125,7 +125,7 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 /// # Safety
 /// `p` is null or was returned by this allocator and not freed since (a
 /// violation is detected and reported where possible).
-#[inline]
+#[inline(always)]
 pub unsafe fn free(p: *mut u8) {
     let a = p as usize;
     if section::is_ours(a) {
@@ -135,17 +135,27 @@ pub unsafe fn free(p: *mut u8) {
         if !s.is_null() {
             // SAFETY: s is the slab of p's page.
             unsafe { slab::free(p, s) };
-        } else {
-            // SAFETY: p is in our section; free_large checks the rest.
-            unsafe { free_large_path(p, d) };
+            return;
         }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free_cold(p) };
+}
+
+/// Null, page-granular, huge and foreign pointers.
+#[cold]
+#[inline(never)]
+unsafe fn free_cold(p: *mut u8) {
+    let a = p as usize;
+    if section::is_ours(a) {
+        // SAFETY: p is in our section and not in a slab; free_large checks
+        // the rest.
+        unsafe { free_large_path(p, desc_of(a)) };
     } else if !p.is_null() {
         free_foreign(p);
     }
 }
 
-#[cold]
-#[inline(never)]
 unsafe fn free_large_path(p: *mut u8, d: *mut crate::page::Page) {
     // Nothing on this path sets errno (the lock's futex calls restore it).
     let pcp = heap_pageset();

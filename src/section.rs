@@ -97,6 +97,15 @@ pub fn page_addr(desc: *const Page) -> usize {
     base + (d - base) * (1 << PAGE_SHIFT) / PAGE_DESC_SIZE
 }
 
+/// The byte offset of `addr` from the start of the page that descriptor
+/// `desc` describes, when both lie in the same section (cheaper than
+/// `addr - page_addr(desc)`).
+#[inline(always)]
+pub fn offset_in_block(addr: usize, desc: *const Page) -> usize {
+    let mask = SECTION_SIZE - 1;
+    (addr & mask).wrapping_sub((desc as usize & mask) * ((1 << PAGE_SHIFT) / PAGE_DESC_SIZE))
+}
+
 /// The header of the section containing `addr`.
 #[inline]
 pub fn header_of(addr: usize) -> *mut SectionHeader {

@@ -29,7 +29,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     long scale = scale_arg(argc, argv);
     int threads = argc > 2 ? atoi(argv[2]) : 4;
-    iters = 40000000L * scale / threads;
+    iters = scale ? 40000000L * scale / threads : 1000000;
     pthread_t t[64];
     for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 1));
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);

@@ -9,9 +9,9 @@
 //! because slabs start on a page and objects are packed from offset 0.
 //!
 //! Each class lives in slabs of order 0..=3 chosen to waste little of the
-//! slab: the smallest order that holds at least four objects with a tail
-//! of at most 1/16 of the slab, else the order with the least waste among
-//! those holding four. Four classes cannot do better at order ≤ 3 (3328:
+//! slab: the smallest order that holds at least sixteen objects with a
+//! tail of at most 1/16 of the slab, else the order with the least waste
+//! among those holding four. Four classes cannot do better at order ≤ 3 (3328:
 //! 8.6%, 7168: 12.5%, 5632: 14.1%, 6656: 18.8%); the pagesets only cache
 //! orders ≤ 3, so we keep the 12.5% internal-waste spacing and accept
 //! those tails.
@@ -84,8 +84,9 @@ const fn build_orders() -> [u8; NR_CLASSES] {
     let mut c = 0;
     while c < NR_CLASSES {
         let size = sizes[c] as usize;
-        // The smallest order that wastes at most 1/16 and holds 4 objects;
-        // failing that, the order that wastes the smallest fraction.
+        // The smallest order that wastes at most 1/16 and holds
+        // MIN_OBJECTS objects; failing that, the order that wastes the
+        // smallest fraction while holding at least 4.
         let mut best = 3;
         let mut best_waste_per_mille = usize::MAX;
         let mut order = 0;
@@ -94,7 +95,7 @@ const fn build_orders() -> [u8; NR_CLASSES] {
             let slab = PAGE_SIZE << order;
             let n = slab / size;
             let waste = slab - n * size;
-            if n >= 4 && waste * 16 <= slab {
+            if n >= MIN_OBJECTS && waste * 16 <= slab {
                 best = order;
                 found = true;
             } else if n >= 4 {
@@ -111,6 +112,10 @@ const fn build_orders() -> [u8; NR_CLASSES] {
     }
     o
 }
+
+/// Objects a slab should hold when an order ≤ 3 allows it: fewer slabs per
+/// class means fewer trips to the pagesets when a class grows and shrinks.
+pub const MIN_OBJECTS: usize = 16;
 
 /// Slab order of each class.
 pub static SLAB_ORDER: [u8; NR_CLASSES] = build_orders();
@@ -148,12 +153,53 @@ const fn build_recip() -> [u64; NR_CLASSES] {
 /// `ceil(2^32 / size)` per class: `off / size` without a division.
 pub static RECIP: [u64; NR_CLASSES] = build_recip();
 
+/// What the free path needs of a class, in one 8-byte load.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub struct ClassInfo {
+    /// `ceil(2^32 / size)`.
+    pub recip: u32,
+    /// Object size.
+    pub size: u16,
+    /// Objects per slab.
+    pub capacity: u16,
+}
+
+const fn build_info() -> [ClassInfo; NR_CLASSES] {
+    let sizes = build_sizes();
+    let recip = build_recip();
+    let cap = build_capacity();
+    let mut t = [ClassInfo {
+        recip: 0,
+        size: 0,
+        capacity: 0,
+    }; NR_CLASSES];
+    let mut c = 0;
+    while c < NR_CLASSES {
+        assert!(recip[c] < (1 << 32) && sizes[c] < (1 << 16));
+        t[c] = ClassInfo {
+            recip: recip[c] as u32,
+            size: sizes[c] as u16,
+            capacity: cap[c],
+        };
+        c += 1;
+    }
+    t
+}
+
+/// Per-class facts for the free path.
+pub static CLASS_INFO: [ClassInfo; NR_CLASSES] = build_info();
+
 /// The index of the object at byte offset `off` of a slab of class `c`,
 /// if `off` is exactly the start of an object (no division).
 #[inline(always)]
 pub fn object_index(c: usize, off: usize) -> Option<usize> {
-    let idx = ((off as u64 * RECIP[c]) >> RECIP_SHIFT) as usize;
-    if idx * CLASS_SIZE[c] as usize == off && idx < CAPACITY[c] as usize {
+    debug_assert!(c < NR_CLASSES);
+    // SAFETY: c is a class index stored in a slab descriptor by
+    // `slab::init`, always < NR_CLASSES.
+    let info = unsafe { *CLASS_INFO.get_unchecked(c) };
+    let idx = ((off as u64 * u64::from(info.recip)) >> RECIP_SHIFT) as usize;
+    if idx * info.size as usize == off && idx < info.capacity as usize {
         Some(idx)
     } else {
         None

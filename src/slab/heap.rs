@@ -19,13 +19,23 @@
 //!   partial or full ──(no live object)──► back to the page allocator
 //! ```
 //!
+//! Emptied slabs are parked on `empty[class]` (up to EMPTY_BUDGET bytes a
+//! heap) rather than sent straight back: a class that shrinks and grows
+//! again — a loop allocating and freeing a few thousand objects — would
+//! otherwise pay a round trip through the pageset per slab. The owner gives
+//! them back once a tick (it notices the tick on its slow paths), and
+//! collect() (thread exit, trim, the sweep of abandoned heaps) gives them
+//! all back.
+//!
 //! Invariants: a slab of this heap that is not current and not IN_FULL is
-//! on `partial[class]` and has a free object; `aux` counts the slab's live
-//! objects plus those waiting on `thread_free`.
+//! on `partial[class]` and has a free object, or on `empty[class]` and has
+//! none; `aux` counts the slab's live objects plus those waiting on
+//! `thread_free`; `empty_bytes` is the size of all parked slabs.
 
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
+use crate::config::PAGE_SIZE;
 use crate::page::{flags, MigrateType, Page, PageList};
 use crate::pages;
 use crate::pcp::{pool, Pageset};
@@ -36,6 +46,9 @@ use crate::tunables::{PcpMode, SETTINGS};
 use super::classes::{NR_CLASSES, SLAB_ORDER};
 use super::slab;
 use super::tls;
+
+/// Most bytes of empty slabs a heap keeps parked.
+pub const EMPTY_BUDGET: usize = 512 << 10;
 
 /// Heap state: the static empty heap.
 pub const HEAP_EMPTY: u8 = 0;
@@ -53,6 +66,12 @@ pub struct Heap {
     pub current: [*mut Page; NR_CLASSES],
     /// Partial slabs per class, excluding the current one.
     pub partial: [PageList; NR_CLASSES],
+    /// Empty slabs parked per class.
+    pub empty: [PageList; NR_CLASSES],
+    /// Bytes of all parked empty slabs.
+    pub empty_bytes: usize,
+    /// The maintenance tick count when parked slabs were last given back.
+    tick_seen: u64,
     /// Slabs that had a remote free while full (stack through `next`).
     pub delayed: AtomicPtr<Page>,
     /// The thread's pageset in thread mode, else null.
@@ -103,6 +122,9 @@ impl Heap {
         Heap {
             current: [addr_of!(EMPTY_SLAB) as *mut Page; NR_CLASSES],
             partial: [const { PageList::new() }; NR_CLASSES],
+            empty: [const { PageList::new() }; NR_CLASSES],
+            empty_bytes: 0,
+            tick_seen: 0,
             delayed: AtomicPtr::new(ptr::null_mut()),
             pageset: ptr::null_mut(),
             state: AtomicU8::new(HEAP_EMPTY),
@@ -275,6 +297,7 @@ pub unsafe fn collect(h: *mut Heap) {
     // SAFETY: owner-only access to h's lists and slabs.
     unsafe {
         process_delayed(h);
+        release_empty(h);
         for class in 0..NR_CLASSES {
             let cur = (*h).current[class];
             if cur != empty_slab() {
@@ -324,12 +347,53 @@ unsafe fn process_delayed(h: *mut Heap) {
             (*s).flags &= !flags::IN_FULL;
             note_collected(h, slab::collect_thread_free(s));
             if (*s).aux == 0 {
-                retire(h, s);
+                park_or_retire(h, s);
             } else {
                 (*h).partial[(*s).class as usize].push_front(s);
             }
             s = next;
         }
+    }
+}
+
+/// Parks an empty slab on its class's empty list, or gives it back if the
+/// heap already keeps EMPTY_BUDGET bytes of them.
+///
+/// # Safety
+/// `s` is a slab of `h` with no live object, on no list and not current.
+unsafe fn park_or_retire(h: *mut Heap, s: *mut Page) {
+    // SAFETY: forwarded contract; owner-only fields.
+    unsafe {
+        let bytes = PAGE_SIZE << (*s).order;
+        if (*h).empty_bytes + bytes <= EMPTY_BUDGET {
+            (*h).empty_bytes += bytes;
+            (*h).empty[(*s).class as usize].push_front(s);
+        } else {
+            retire(h, s);
+        }
+    }
+}
+
+/// Gives every parked empty slab back.
+///
+/// # Safety
+/// The caller owns `h`.
+unsafe fn release_empty(h: *mut Heap) {
+    // SAFETY: owner-only access; parked slabs have no live object.
+    unsafe {
+        if (*h).empty_bytes == 0 {
+            return;
+        }
+        for class in 0..NR_CLASSES {
+            loop {
+                let s = (*h).empty[class].pop_front();
+                if s.is_null() {
+                    break;
+                }
+                retire(h, s);
+            }
+        }
+        (*h).empty_bytes = 0;
     }
 }
 
@@ -361,9 +425,13 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     crate::maint::on_slow_path();
-    let key = state::free_key();
     // SAFETY: h is this thread's heap; every slab reached is owned by it.
     unsafe {
+        let tick = crate::maint::TICKS.load(Relaxed);
+        if tick != (*h).tick_seen {
+            (*h).tick_seen = tick;
+            release_empty(h);
+        }
         loop {
             let cur = (*h).current[class];
             if cur != empty_slab() {
@@ -375,7 +443,7 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
                     note_collected(h, n);
                     return pop(cur);
                 }
-                if slab::extend(cur, key) {
+                if slab::extend(cur) {
                     return pop(cur);
                 }
                 if !slab::mark_full(cur) {
@@ -387,6 +455,12 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
             let next = (*h).partial[class].pop_front();
             if !next.is_null() {
                 (*h).current[class] = next;
+                continue;
+            }
+            let parked = (*h).empty[class].pop_front();
+            if !parked.is_null() {
+                (*h).empty_bytes -= PAGE_SIZE << (*parked).order;
+                (*h).current[class] = parked;
                 continue;
             }
             let order = u32::from(SLAB_ORDER[class]);
@@ -416,7 +490,7 @@ pub unsafe fn free_local_slow(h: *mut Heap, s: *mut Page) {
             // delayed stack (then it comes back from there).
             if slab::unmark_full(s) {
                 if (*s).aux == 0 {
-                    retire(h, s);
+                    park_or_retire(h, s);
                 } else {
                     (*h).partial[class].push_front(s);
                 }
@@ -425,7 +499,7 @@ pub unsafe fn free_local_slow(h: *mut Heap, s: *mut Page) {
         }
         if (*s).aux == 0 && (*h).current[class] != s {
             (*h).partial[class].remove(s);
-            retire(h, s);
+            park_or_retire(h, s);
         }
     }
 }

@@ -17,7 +17,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::page::{flags, Page};
 use crate::report;
-use crate::section::page_addr;
+use crate::section::{offset_in_block, page_addr};
 use crate::state;
 
 use classes::{class_of, object_index, CLASS_SIZE};
@@ -65,12 +65,39 @@ pub unsafe fn free(p: *mut u8, slab: *mut Page) {
     // object check below proves p starts an object of it before we write.
     unsafe {
         let class = (*slab).class as usize;
+        let obj = p as *mut usize;
+        let key = state::free_key();
+        let h = tls::heap();
+        if object_index(class, offset_in_block(p as usize, slab)).is_some()
+            && obj.add(1).read() != key
+            && (*slab).owner.load(Relaxed) == h.cast()
+        {
+            // The local fast path: push on the owner's list.
+            obj.write((*slab).free as usize);
+            obj.add(1).write(key);
+            (*slab).free = p;
+            (*slab).aux -= 1;
+            if (*slab).aux == 0 || (*slab).flags & flags::IN_FULL != 0 {
+                heap::free_local_slow(h, slab);
+            }
+            return;
+        }
+        free_other(p, slab, h);
+    }
+}
+
+/// Every free of a small object but the plain local one: invalid pointers,
+/// suspected double frees, and frees from threads that do not own the slab.
+#[inline(never)]
+unsafe fn free_other(p: *mut u8, slab: *mut Page, h: *mut Heap) {
+    // SAFETY: as in `free`; the checks are repeated here in full.
+    unsafe {
+        let class = (*slab).class as usize;
         if object_index(class, p as usize - page_addr(slab)).is_none() {
             report::fatal("free(): invalid pointer (not the start of a block)", p);
         }
         let obj = p as *mut usize;
         let key = state::free_key();
-        let h = tls::heap();
         let mine = (*slab).owner.load(Relaxed) == h.cast();
         if obj.add(1).read() == key {
             free_suspect(p, slab, mine);

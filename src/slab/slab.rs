@@ -99,7 +99,7 @@ pub unsafe fn fini(head: *mut Page) {
 ///
 /// # Safety
 /// `slab` is a slab owned by the calling heap.
-pub unsafe fn extend(slab: *mut Page, free_key: usize) -> bool {
+pub unsafe fn extend(slab: *mut Page) -> bool {
     // SAFETY: the owner has exclusive use of free/reserved and of the
     // never-handed-out objects it writes.
     unsafe {
@@ -113,11 +113,12 @@ pub unsafe fn extend(slab: *mut Page, free_key: usize) -> bool {
         let n = (EXTEND_BYTES / size).clamp(1, cap - first);
         let base = page_addr(slab) + first * size;
         // Link the new objects in address order, ending in the old list.
+        // They get no free key: only a block that was handed out and freed
+        // carries one (freeing a block never handed out is not detected).
         let mut next = (*slab).free;
         for i in (0..n).rev() {
             let obj = (base + i * size) as *mut usize;
             obj.write(next as usize);
-            obj.add(1).write(free_key);
             next = obj.cast();
         }
         (*slab).free = next;
