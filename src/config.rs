@@ -46,8 +46,9 @@ pub const SECTION_BLOCKS: usize = SECTION_SIZE / MAX_ORDER_BYTES - 1;
 /// Upper bound on user-space addresses we map (x86-64 and aarch64 with 4-level
 /// page tables; mmap never returns higher addresses without a hint).
 pub const ADDRESS_BITS: u32 = 47;
-/// Sections the address space can hold; the section map has one bit each.
-pub const NR_SECTION_SLOTS: usize = 1 << (ADDRESS_BITS - SECTION_SHIFT);
+/// MAX_ORDER blocks the address space can hold; the chunk map has one bit
+/// each (4 MiB of atomics, untouched except where we map).
+pub const NR_CHUNK_SLOTS: usize = 1 << (ADDRESS_BITS - MAX_PAGE_ORDER - PAGE_SHIFT);
 /// Sections one process may own (1 TiB of heap).
 pub const MAX_SECTIONS: usize = 4096;
 

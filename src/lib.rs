@@ -54,15 +54,27 @@ pub use global::{alloc_pages, alloc_pages_zone, free_pages, free_pages_zone, tri
 pub use page::MigrateType;
 pub use stats::{snapshot as stats, Stats};
 
-/// Runs every invariant check the allocator has over the zone and all
-/// pagesets (tests call it; it locks everything briefly). Panics on a
-/// broken invariant; returns the zone walk.
+/// Runs the invariant checks that hold at any moment: the zone's free
+/// lists and descriptors, and every pageset's lists (each under its lock).
+/// Panics on a broken invariant; returns the zone walk.
 pub fn check_invariants() -> zone::ZoneWalk {
+    pcp::pool::for_each(|ps| {
+        ps.check();
+    });
+    state::ZONE.check_invariants()
+}
+
+/// Every invariant check, including those that only hold while no thread
+/// allocates or frees: pages cached in pagesets match their counts, and
+/// every slab's objects are accounted for (see `slab::check_quiescent`).
+/// Returns (slabs, objects in use).
+pub fn check_invariants_quiescent() -> (usize, usize) {
     let mut cached = 0;
     pcp::pool::for_each(|ps| cached += ps.check());
     let walk = state::ZONE.check_invariants();
-    // Pages may move between pagesets while we walk; only a quiescent
-    // allocator gives exact equality, so callers compare when idle.
-    let _ = cached;
-    walk
+    assert_eq!(
+        walk.pcp, cached,
+        "pages on pageset lists disagree with pageset counts"
+    );
+    slab::check_quiescent()
 }

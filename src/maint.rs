@@ -37,12 +37,22 @@ static SLOW_CALLS: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32
 /// Ticks run so far.
 pub static TICKS: AtomicU64 = AtomicU64::new(0);
 
+/// Held by the tick while it runs; `pause` takes it so a caller can look at
+/// the whole allocator while nothing in the background moves (tests).
+static TICK_LOCK: crate::sync::Locked<()> = crate::sync::Locked::new(());
+
+/// Keeps the maintenance tick from running until the guard is dropped.
+pub fn pause() -> crate::sync::Guard<'static, ()> {
+    TICK_LOCK.lock()
+}
+
 /// One maintenance tick (see the module docs). Returns the bytes given back
 /// to the OS.
 pub fn tick() -> usize {
     if !state::is_ready() {
         return 0;
     }
+    let _running = TICK_LOCK.lock();
     TICKS.fetch_add(1, Relaxed);
     ZONE.advance_epoch();
     let k = tunables::knobs();

@@ -11,19 +11,28 @@
 //! never handed out; the section header lives there. The remaining 63 blocks
 //! are committed to the zone one MAX_ORDER block at a time as it grows.
 //!
-//! The section map is one bit per possible section slot of the 47-bit
-//! address space (64 KiB of atomics). A bit is set, with Release ordering,
-//! only after the section's header is written, and is cleared only by
-//! [`destroy`] (tests). Production sections are never unmapped: a free()
-//! racing with a removal would read a descriptor that no longer exists —
-//! the race of seed 003 — so ours simply never go away.
+//! Address space is taken in one of two ways. Normally the whole 256 MiB is
+//! reserved inaccessible up front and blocks are made accessible as the
+//! zone grows. When the OS refuses that much address space (`ulimit -v`),
+//! only the descriptor block is mapped, at an aligned address picked by
+//! hand, and each later block is mapped in place if that address is still
+//! free — the section simply ends where something else lives.
+//!
+//! The chunk map is one bit per 4 MiB block of the 47-bit address space
+//! (4 MiB of atomics, untouched except around our sections): a bit is set,
+//! with Release ordering, only once the block is mapped and described, so
+//! "is this address ours?" never says yes for memory that merely falls in
+//! one of our 256 MiB slots. Bits are cleared only by [`destroy`] (tests).
+//! Production sections are never unmapped: a free() racing with a removal
+//! would read a descriptor that no longer exists — the race of seed 003 —
+//! so ours simply never go away.
 
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::config::{
-    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_SECTIONS, NR_SECTION_SLOTS, PAGEBLOCK_ORDER,
-    PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_META_BYTES, SECTION_SHIFT, SECTION_SIZE,
+    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_PAGE_ORDER, MAX_SECTIONS, NR_CHUNK_SLOTS, PAGEBLOCK_ORDER,
+    PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_META_BYTES, SECTION_SIZE,
 };
 use crate::page::{MigrateType, Page};
 use crate::sys;
@@ -44,6 +53,9 @@ pub struct SectionHeader {
     /// MAX_ORDER blocks of this section committed so far (block 0 is the
     /// metadata itself). Guarded by the owning zone's lock.
     pub committed_blocks: usize,
+    /// The whole section was reserved up front (else blocks are mapped one
+    /// by one where the address space allows).
+    pub reserved: bool,
     /// The migratetype of each pageblock (the kernel's pageblock_flags).
     /// Written under the zone lock; read racily by the pcp free path, as the
     /// kernel's get_pfnblock_migratetype does.
@@ -52,9 +64,20 @@ pub struct SectionHeader {
 
 const _: () = assert!(core::mem::size_of::<SectionHeader>() <= 1024 * PAGE_DESC_SIZE);
 
-/// One bit per section slot of the address space.
-static SECTION_MAP: [AtomicU64; NR_SECTION_SLOTS / 64] =
-    [const { AtomicU64::new(0) }; NR_SECTION_SLOTS / 64];
+/// One bit per MAX_ORDER block of the address space.
+static CHUNK_MAP: [AtomicU64; NR_CHUNK_SLOTS / 64] =
+    [const { AtomicU64::new(0) }; NR_CHUNK_SLOTS / 64];
+/// log2 of a chunk (MAX_ORDER block).
+const CHUNK_SHIFT: u32 = MAX_PAGE_ORDER + PAGE_SHIFT;
+
+fn mark_chunk(addr: usize, on: bool) {
+    let c = addr >> CHUNK_SHIFT;
+    if on {
+        CHUNK_MAP[c / 64].fetch_or(1 << (c % 64), Ordering::Release);
+    } else {
+        CHUNK_MAP[c / 64].fetch_and(!(1 << (c % 64)), Ordering::Release);
+    }
+}
 /// Every live section's base address (0 = free slot).
 static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
 /// The zone tag of each slot's section, so iteration can filter without
@@ -76,8 +99,8 @@ pub fn is_ours(addr: usize) -> bool {
     if addr >> ADDRESS_BITS != 0 {
         return false;
     }
-    let slot = addr >> SECTION_SHIFT;
-    SECTION_MAP[slot / 64].load(Ordering::Acquire) & (1 << (slot % 64)) != 0
+    let c = addr >> CHUNK_SHIFT;
+    CHUNK_MAP[c / 64].load(Ordering::Acquire) & (1 << (c % 64)) != 0
 }
 
 /// The descriptor of the page containing `addr` (virt_to_page). Pure
@@ -138,17 +161,18 @@ pub fn set_pageblock_mt(addr: usize, mt: MigrateType) {
 /// section slots are taken.
 pub fn create(zone: usize) -> Option<*mut SectionHeader> {
     let slot = claim_slot()?;
-    let Some(base) = sys::reserve(SECTION_SIZE, SECTION_SIZE) else {
-        SECTIONS[slot].store(0, Ordering::Release);
-        return None;
+    let (base, reserved) = match reserve_whole() {
+        Some(b) => (b, true),
+        None => match map_meta_only() {
+            Some(b) => (b, false),
+            None => {
+                SECTIONS[slot].store(0, Ordering::Release);
+                return None;
+            }
+        },
     };
-    if !sys::commit(base, SECTION_META_BYTES) {
-        sys::unmap(base, SECTION_SIZE);
-        SECTIONS[slot].store(0, Ordering::Release);
-        return None;
-    }
     let h = base as *mut SectionHeader;
-    // SAFETY: the header area was just committed and is ours alone until the
+    // SAFETY: the header area was just mapped and is ours alone until the
     // section is published below. Fresh memory is zero, so pageblock types
     // start as Unmovable; new blocks set theirs as they are committed.
     unsafe {
@@ -156,12 +180,43 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         ptr::addr_of_mut!((*h).slot).write(slot);
         (*h).zone.store(zone, Ordering::Relaxed);
         ptr::addr_of_mut!((*h).committed_blocks).write(1);
+        ptr::addr_of_mut!((*h).reserved).write(reserved);
     }
     SECTION_ZONE[slot].store(zone, Ordering::Relaxed);
     SECTIONS[slot].store(base as usize, Ordering::Release);
-    let s = base as usize >> SECTION_SHIFT;
-    SECTION_MAP[s / 64].fetch_or(1 << (s % 64), Ordering::Release);
+    mark_chunk(base as usize, true);
     Some(h)
+}
+
+/// Reserves a whole aligned section inaccessible and opens its descriptor
+/// block.
+fn reserve_whole() -> Option<*mut u8> {
+    let base = sys::reserve(SECTION_SIZE, SECTION_SIZE)?;
+    if !sys::commit(base, SECTION_META_BYTES) {
+        sys::unmap(base, SECTION_SIZE);
+        return None;
+    }
+    Some(base)
+}
+
+/// When the whole section cannot be reserved: maps only the descriptor
+/// block, at a section-aligned address near where the OS places mappings.
+fn map_meta_only() -> Option<*mut u8> {
+    let probe = sys::map(crate::config::PAGE_SIZE)?;
+    sys::unmap(probe, crate::config::PAGE_SIZE);
+    let top = (probe as usize) & !(SECTION_SIZE - 1);
+    for k in 0..64 {
+        let Some(cand) = top.checked_sub(k * SECTION_SIZE) else {
+            break;
+        };
+        if cand == 0 {
+            break;
+        }
+        if sys::map_fixed(cand as *mut u8, SECTION_META_BYTES) {
+            return Some(cand as *mut u8);
+        }
+    }
+    None
 }
 
 /// Takes a free slot in the section list (marking it busy with 1).
@@ -185,7 +240,16 @@ fn claim_slot() -> Option<usize> {
 /// held; `block` is not committed yet.
 pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
     let addr = h as usize + block * MAX_ORDER_BYTES;
-    sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
+    // SAFETY: h is a live header (contract).
+    let ok = if unsafe { (*h).reserved } {
+        sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
+    } else {
+        sys::map_fixed(addr as *mut u8, MAX_ORDER_BYTES)
+    };
+    if ok {
+        mark_chunk(addr, true);
+    }
+    ok
 }
 
 /// Unmaps a section and frees its slot and map bit.
@@ -196,12 +260,17 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
 pub unsafe fn destroy(h: *mut SectionHeader) {
     let base = h as usize;
     // SAFETY: h is a live header (contract).
-    let slot = unsafe { (*h).slot };
-    let s = base >> SECTION_SHIFT;
-    SECTION_MAP[s / 64].fetch_and(!(1 << (s % 64)), Ordering::Release);
+    let (slot, blocks, reserved) = unsafe { ((*h).slot, (*h).committed_blocks, (*h).reserved) };
+    for b in 0..blocks {
+        mark_chunk(base + b * MAX_ORDER_BYTES, false);
+    }
     SECTION_ZONE[slot].store(0, Ordering::Relaxed);
     SECTIONS[slot].store(1, Ordering::Release); // still claimed until unmapped
-    sys::unmap(base as *mut u8, SECTION_SIZE);
+    if reserved {
+        sys::unmap(base as *mut u8, SECTION_SIZE);
+    } else {
+        sys::unmap(base as *mut u8, blocks * MAX_ORDER_BYTES);
+    }
     SECTIONS[slot].store(0, Ordering::Release);
 }
 

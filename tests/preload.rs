@@ -298,9 +298,3 @@ fn shell_pipelines() {
     );
     same_output("for i in $(seq 1 200); do echo $i; done | xargs -n 7 echo | wc -c");
 }
-
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("pcpalloc-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}

@@ -153,3 +153,106 @@ pub fn current_heap() -> Option<*mut Heap> {
     let h = tls::heap();
     (h != core::ptr::addr_of!(heap::EMPTY_HEAP) as *mut Heap).then_some(h)
 }
+
+/// Checks every slab in the allocator: its descriptor fields, the equation
+/// `live + pending remote (aux) + on free list = carved (reserved)`, that
+/// its owner is a real heap, and that every heap's lists hold only its own
+/// slabs in the right state. Returns (slabs, objects in use).
+///
+/// Only meaningful while no other thread allocates or frees (tests call it
+/// after joining their threads); panics on a broken invariant.
+pub fn check_quiescent() -> (usize, usize) {
+    let mut heaps: [usize; 4096] = [0; 4096];
+    let mut nheaps = 0;
+    heap::for_each(|h| {
+        if nheaps < heaps.len() {
+            heaps[nheaps] = h as usize;
+            nheaps += 1;
+        }
+    });
+    let (mut slabs, mut live) = (0, 0);
+    state::ZONE.for_each_used_block(|d| {
+        // SAFETY: d heads a used block; the allocator is quiescent.
+        unsafe {
+            if (*d).kind() != crate::page::PageKind::Slab {
+                return;
+            }
+            slabs += 1;
+            assert_eq!(
+                (*d).head.load(Relaxed),
+                d,
+                "slab head does not point to itself"
+            );
+            let class = (*d).class as usize;
+            assert!(class < classes::NR_CLASSES);
+            assert_eq!(
+                (*d).order,
+                classes::SLAB_ORDER[class],
+                "slab of the wrong order"
+            );
+            assert_eq!((*d).capacity, classes::CAPACITY[class]);
+            assert!((*d).reserved <= (*d).capacity);
+            let owner = (*d).owner.load(Relaxed) as usize;
+            assert!(heaps[..nheaps].contains(&owner), "slab owned by no heap");
+            let free_len = list_len((*d).free, (*d).capacity);
+            let tf = (*d).thread_free.load(Relaxed) & !slab::FULL_NOTIFY;
+            let tf_len = list_len(tf as *mut u8, (*d).capacity);
+            assert_eq!(
+                (*d).aux as usize + free_len,
+                (*d).reserved as usize,
+                "slab object accounting"
+            );
+            assert!((*d).aux as usize >= tf_len);
+            live += (*d).aux as usize - tf_len;
+            let base = page_addr(d);
+            for i in 1..(1usize << (*d).order) {
+                let t = crate::section::desc_of(base + i * crate::config::PAGE_SIZE);
+                assert_eq!((*t).kind(), crate::page::PageKind::SlabTail);
+                assert_eq!((*t).head.load(Relaxed), d);
+            }
+        }
+    });
+    for &h in &heaps[..nheaps] {
+        let h = h as *mut Heap;
+        // SAFETY: heaps live forever; quiescent.
+        unsafe {
+            for class in 0..classes::NR_CLASSES {
+                let cur = (*h).current[class];
+                if cur != core::ptr::addr_of!(heap::EMPTY_SLAB) as *mut Page {
+                    assert_eq!((*cur).owner.load(Relaxed), h.cast());
+                    assert_eq!((*cur).class as usize, class);
+                }
+                (*h).partial[class].check();
+                let mut s = (*h).partial[class].first();
+                while !s.is_null() {
+                    assert_eq!(
+                        (*s).owner.load(Relaxed),
+                        h.cast(),
+                        "partial slab of another heap"
+                    );
+                    assert!((*s).flags & flags::IN_FULL == 0);
+                    assert!((*s).aux > 0, "an empty slab on the partial list");
+                    s = (*s).next;
+                }
+                let mut e = (*h).empty[class].first();
+                while !e.is_null() {
+                    assert_eq!((*e).aux, 0, "a parked slab with live objects");
+                    e = (*e).next;
+                }
+            }
+        }
+    }
+    (slabs, live)
+}
+
+/// Length of an object free list, bounded by `cap` (panics past it).
+unsafe fn list_len(mut p: *mut u8, cap: u16) -> usize {
+    let mut n = 0;
+    while !p.is_null() {
+        n += 1;
+        assert!(n <= cap as usize, "free list longer than the slab (cycle?)");
+        // SAFETY: the list links free objects of a live slab (caller).
+        p = unsafe { (p as *mut usize).read() } as *mut u8;
+    }
+    n
+}

@@ -58,6 +58,35 @@ pub fn reserve(len: usize, align: usize) -> Option<*mut u8> {
     Some(aligned as *mut u8)
 }
 
+/// Maps `len` fresh read-write bytes exactly at `p`, failing (rather than
+/// replacing anything) if any of the range is already mapped. Reads as zero.
+pub fn map_fixed(p: *mut u8, len: usize) -> bool {
+    if injected_failure() {
+        return false;
+    }
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on a
+    // kernel that ignores the flag the hint may be moved, which we check.
+    let r = unsafe {
+        libc::mmap(
+            p.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if r == libc::MAP_FAILED {
+        return false;
+    }
+    if r.cast::<u8>() != p {
+        // SAFETY: r is the mapping just made, not the range we asked for.
+        unsafe { libc::munmap(r, len) };
+        return false;
+    }
+    true
+}
+
 /// Makes `[p, p+len)` of a reservation readable and writable. The memory
 /// reads as zero until written.
 pub fn commit(p: *mut u8, len: usize) -> bool {

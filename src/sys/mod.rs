@@ -12,9 +12,9 @@
 mod linux;
 
 pub use linux::{
-    coarse_now_ns, commit, current_cpu, decommit, getenv, llc_slice_bytes, map, memory_limit_bytes,
-    now_ns, nr_cpus_online, nr_cpus_possible, page_size, read_file, release, remap, reserve, unmap,
-    write_fd, write_stderr, yield_now, FileBuf,
+    coarse_now_ns, commit, current_cpu, decommit, getenv, llc_slice_bytes, map, map_fixed,
+    memory_limit_bytes, now_ns, nr_cpus_online, nr_cpus_possible, page_size, read_file, release,
+    remap, reserve, unmap, write_fd, write_stderr, yield_now, FileBuf,
 };
 
 use core::sync::atomic::{AtomicIsize, Ordering::Relaxed};

@@ -501,6 +501,37 @@ impl Zone {
         }
     }
 
+    /// Calls `f` on the head descriptor of every block handed out (slabs
+    /// and large blocks), walking the descriptors under the zone lock. `f`
+    /// must not take the zone lock.
+    pub fn for_each_used_block(&self, mut f: impl FnMut(*mut Page)) {
+        let _g = self.lock();
+        section::for_each(self.tag(), |h| {
+            // SAFETY: h is a live header of this zone; lock held.
+            let blocks = unsafe { (*h).committed_blocks };
+            for b in 1..blocks {
+                let start = h as usize + b * MAX_ORDER_BYTES;
+                let end = start + MAX_ORDER_BYTES;
+                let mut a = start;
+                while a < end {
+                    let d = desc_of(a);
+                    // SAFETY: committed descriptor; lock held.
+                    let (kind, order, fl, aux) =
+                        unsafe { ((*d).kind(), (*d).order as u32, (*d).flags, (*d).aux) };
+                    let pages = if kind == PageKind::Large && fl & flags::TRIMMED != 0 {
+                        (aux as usize).max(1)
+                    } else {
+                        1usize << order
+                    };
+                    if matches!(kind, PageKind::Large | PageKind::Slab) {
+                        f(d);
+                    }
+                    a += pages * PAGE_SIZE;
+                }
+            }
+        });
+    }
+
     /// Unmaps every section of this zone.
     ///
     /// # Safety
@@ -595,7 +626,14 @@ impl ZoneGuard<'_> {
             let b = unsafe { (*h).committed_blocks };
             // SAFETY: as above; block b is the next uncommitted one.
             if !unsafe { section::commit_block(h, b) } {
-                break;
+                // SAFETY: as above.
+                if unsafe { (*h).reserved } || b == 1 {
+                    break; // the OS is out of memory
+                }
+                // Something else lives past this section's last block: go
+                // on in a new section.
+                z.grow_section = core::ptr::null_mut();
+                continue;
             }
             let addr = h as usize + b * MAX_ORDER_BYTES;
             for pb in 0..(MAX_ORDER_PAGES / PAGEBLOCK_NR_PAGES) {

@@ -95,3 +95,25 @@ pub fn have(program: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// Whether `program` is available; when it is not, the test is skipped —
+/// unless PCPALLOC_REQUIRE_PROGRAMS=1 (set by .ci/run, which installs
+/// them), in which case missing it is a failure.
+pub fn require(program: &str) -> bool {
+    if have(program) {
+        return true;
+    }
+    if std::env::var("PCPALLOC_REQUIRE_PROGRAMS").as_deref() == Ok("1") {
+        panic!("{program} is required (PCPALLOC_REQUIRE_PROGRAMS=1) but not installed");
+    }
+    eprintln!("skipping: {program} is not installed");
+    false
+}
+
+/// A fresh temporary directory for one test.
+pub fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pcpalloc-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
