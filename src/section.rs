@@ -56,6 +56,9 @@ pub struct SectionHeader {
     /// The whole section was reserved up front (else blocks are mapped one
     /// by one where the address space allows).
     pub reserved: bool,
+    /// Without a reservation: blocks already mapped (the first one comes
+    /// with the descriptor block).
+    pub mapped_blocks: usize,
     /// The migratetype of each pageblock (the kernel's pageblock_flags).
     /// Written under the zone lock; read racily by the pcp free path, as the
     /// kernel's get_pfnblock_migratetype does.
@@ -163,7 +166,7 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
     let slot = claim_slot()?;
     let (base, reserved) = match reserve_whole() {
         Some(b) => (b, true),
-        None => match map_meta_only() {
+        None => match map_meta_and_first_block() {
             Some(b) => (b, false),
             None => {
                 SECTIONS[slot].store(0, Ordering::Release);
@@ -181,6 +184,7 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         (*h).zone.store(zone, Ordering::Relaxed);
         ptr::addr_of_mut!((*h).committed_blocks).write(1);
         ptr::addr_of_mut!((*h).reserved).write(reserved);
+        ptr::addr_of_mut!((*h).mapped_blocks).write(if reserved { 0 } else { 2 });
     }
     SECTION_ZONE[slot].store(zone, Ordering::Relaxed);
     SECTIONS[slot].store(base as usize, Ordering::Release);
@@ -199,20 +203,22 @@ fn reserve_whole() -> Option<*mut u8> {
     Some(base)
 }
 
-/// When the whole section cannot be reserved: maps only the descriptor
-/// block, at a section-aligned address near where the OS places mappings.
-fn map_meta_only() -> Option<*mut u8> {
+/// When the whole section cannot be reserved: maps the descriptor block
+/// and the first block (so the section is usable at all) at a
+/// section-aligned address below where the OS places mappings — the area
+/// the next mappings would grow into last.
+fn map_meta_and_first_block() -> Option<*mut u8> {
     let probe = sys::map(crate::config::PAGE_SIZE)?;
     sys::unmap(probe, crate::config::PAGE_SIZE);
     let top = (probe as usize) & !(SECTION_SIZE - 1);
-    for k in 0..64 {
+    for k in 1..64 {
         let Some(cand) = top.checked_sub(k * SECTION_SIZE) else {
             break;
         };
         if cand == 0 {
             break;
         }
-        if sys::map_fixed(cand as *mut u8, SECTION_META_BYTES) {
+        if sys::map_fixed(cand as *mut u8, SECTION_META_BYTES + MAX_ORDER_BYTES) {
             return Some(cand as *mut u8);
         }
     }
@@ -243,6 +249,8 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
     // SAFETY: h is a live header (contract).
     let ok = if unsafe { (*h).reserved } {
         sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
+    } else if block < unsafe { (*h).mapped_blocks } {
+        true // mapped along with the descriptor block
     } else {
         sys::map_fixed(addr as *mut u8, MAX_ORDER_BYTES)
     };
@@ -260,7 +268,14 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
 pub unsafe fn destroy(h: *mut SectionHeader) {
     let base = h as usize;
     // SAFETY: h is a live header (contract).
-    let (slot, blocks, reserved) = unsafe { ((*h).slot, (*h).committed_blocks, (*h).reserved) };
+    let (slot, blocks, reserved, mapped) = unsafe {
+        (
+            (*h).slot,
+            (*h).committed_blocks,
+            (*h).reserved,
+            (*h).mapped_blocks,
+        )
+    };
     for b in 0..blocks {
         mark_chunk(base + b * MAX_ORDER_BYTES, false);
     }
@@ -269,7 +284,7 @@ pub unsafe fn destroy(h: *mut SectionHeader) {
     if reserved {
         sys::unmap(base as *mut u8, SECTION_SIZE);
     } else {
-        sys::unmap(base as *mut u8, blocks * MAX_ORDER_BYTES);
+        sys::unmap(base as *mut u8, blocks.max(mapped) * MAX_ORDER_BYTES);
     }
     SECTIONS[slot].store(0, Ordering::Release);
 }
