@@ -129,10 +129,12 @@ pub unsafe fn check_large(p: *mut u8, d: *mut Page, what: &'static str) {
 #[cold]
 fn report_bad(p: *mut u8, kind: PageKind, what: &'static str) -> ! {
     let msg = match (kind, what) {
-        (PageKind::Buddy | PageKind::Pcp | PageKind::Isolated, "realloc") => {
+        (PageKind::Buddy | PageKind::Pcp | PageKind::Isolated | PageKind::Cached, "realloc") => {
             "realloc(): pointer already freed"
         }
-        (PageKind::Buddy | PageKind::Pcp | PageKind::Isolated, _) => "free(): double free detected",
+        (PageKind::Buddy | PageKind::Pcp | PageKind::Isolated | PageKind::Cached, _) => {
+            "free(): double free detected"
+        }
         _ => what_invalid(what),
     };
     report::fatal(msg, p)
@@ -187,6 +189,7 @@ fn kind_of(k: u8) -> PageKind {
         1 => PageKind::Buddy,
         2 => PageKind::Pcp,
         3 => PageKind::Isolated,
+        7 => PageKind::Cached,
         _ => PageKind::None,
     }
 }

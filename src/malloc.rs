@@ -25,19 +25,6 @@ fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// The calling thread's pageset for page-granular blocks (thread mode), or
-/// null (CPU mode). Initialises the allocator and the thread's heap; `Err`
-/// if that fails.
-#[inline]
-fn thread_pageset() -> Result<*mut Pageset, ()> {
-    let h = heap::current_or_init();
-    if h.is_null() {
-        return Err(());
-    }
-    // SAFETY: h is this thread's heap.
-    Ok(unsafe { (*h).pageset })
-}
-
 /// Allocates `size` bytes with the default alignment; null on failure,
 /// errno untouched.
 #[inline(always)]
@@ -54,11 +41,18 @@ pub fn alloc(size: usize) -> *mut u8 {
 #[inline(never)]
 fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     if size <= LARGE_MAX && align <= LARGE_MAX {
-        let Ok(pcp) = thread_pageset() else {
+        let h = heap::current_or_init();
+        if h.is_null() {
             return core::ptr::null_mut();
-        };
+        }
+        // SAFETY: h is this thread's heap.
+        let cached = unsafe { take_cached_block(h, size, align, zero) };
+        if !cached.is_null() {
+            return cached;
+        }
         crate::maint::on_slow_path();
-        large::alloc_large(size, align, zero, pcp)
+        // SAFETY: as above.
+        large::alloc_large(size, align, zero, unsafe { (*h).pageset })
     } else {
         if !state::ensure_init() {
             return core::ptr::null_mut();
@@ -158,9 +152,76 @@ unsafe fn free_cold(p: *mut u8) {
 
 unsafe fn free_large_path(p: *mut u8, d: *mut crate::page::Page) {
     // Nothing on this path sets errno (the lock's futex calls restore it).
+    if let Some(h) = slab::current_heap() {
+        // SAFETY: h is this thread's heap; d is p's descriptor.
+        if unsafe { cache_block(h, p, d) } {
+            return;
+        }
+    }
     let pcp = heap_pageset();
     // SAFETY: forwarded.
     unsafe { large::free_large(p, d, pcp) };
+}
+
+/// Parks a large block of order ≤ 3 being freed in the heap's one-block
+/// cache for its order, if that slot is free. Returns whether it did.
+///
+/// # Safety
+/// `h` is this thread's heap, `d` the descriptor of `p`'s page.
+#[inline]
+unsafe fn cache_block(h: *mut slab::heap::Heap, p: *mut u8, d: *mut crate::page::Page) -> bool {
+    use crate::page::{flags, PageKind};
+    // SAFETY: descriptors of our sections are readable; h is ours.
+    unsafe {
+        if (*d).kind() != PageKind::Large || p as usize != section::page_addr(d) {
+            return false; // let free_large report it
+        }
+        let order = usize::from((*d).order);
+        if order >= (*h).block_cache.len()
+            || (*d).flags & flags::TRIMMED != 0
+            || !(*h).block_cache[order].is_null()
+        {
+            return false;
+        }
+        (*d).set_kind(PageKind::Cached);
+        (*h).block_cache[order] = d;
+        true
+    }
+}
+
+/// Takes the heap's cached block if it fits this request.
+///
+/// # Safety
+/// `h` is this thread's heap.
+#[inline]
+unsafe fn take_cached_block(
+    h: *mut slab::heap::Heap,
+    size: usize,
+    align: usize,
+    zero: bool,
+) -> *mut u8 {
+    use crate::page::PageKind;
+    let pages = size.div_ceil(PAGE_SIZE).max(1);
+    let order = crate::util::order_for_pages(pages) as usize;
+    // SAFETY: h is ours; cached blocks are ours (kind Cached).
+    unsafe {
+        if order >= (*h).block_cache.len() || align > PAGE_SIZE << order {
+            return core::ptr::null_mut();
+        }
+        let d = (*h).block_cache[order];
+        if d.is_null() {
+            return d.cast();
+        }
+        (*h).block_cache[order] = core::ptr::null_mut();
+        (*d).flags = 0;
+        (*d).aux = 1 << order;
+        (*d).set_kind(PageKind::Large);
+        let p = section::page_addr(d) as *mut u8;
+        if zero {
+            core::ptr::write_bytes(p, 0, size);
+        }
+        p
+    }
 }
 
 /// The thread's pageset if it has a heap (never initialises one).

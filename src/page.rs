@@ -17,6 +17,7 @@
 //! | `Large`       | yes   | -           | pages in use | -                 | -           |
 //! | `Slab`        | yes   | -           | used objects | heap's slab list  | all         |
 //! | `SlabTail`    | -     | -           | -            | -                 | `head` only |
+//! | `Cached`      | yes   | -           | -            | -                 | -           |
 //!
 //! Locking: a descriptor belongs to whoever owns its block: the zone lock
 //! for `Buddy`/`Isolated`, the pageset lock for `Pcp`, the owning thread
@@ -48,6 +49,9 @@ pub enum PageKind {
     Slab = 5,
     /// Tail page of a slab; `head` points at the slab's head descriptor.
     SlabTail = 6,
+    /// Head of a freed large block parked in its thread heap's one-block
+    /// cache (see `slab/heap.rs`); not free, not allocated.
+    Cached = 7,
 }
 
 impl PageKind {
@@ -60,6 +64,7 @@ impl PageKind {
             4 => PageKind::Large,
             5 => PageKind::Slab,
             6 => PageKind::SlabTail,
+            7 => PageKind::Cached,
             _ => PageKind::None,
         }
     }

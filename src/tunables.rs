@@ -141,23 +141,31 @@ pub const MAX_BATCH_SCALE_MAX: u32 = 6;
 /// Default maintenance tick.
 pub const DEFAULT_DECAY_MS: u32 = 1000;
 
-static HEURISTICS: AtomicU32 = AtomicU32::new(heuristic::ALL);
-static BATCH_SCALE_MAX: AtomicU32 = AtomicU32::new(DEFAULT_BATCH_SCALE_MAX);
-static FREE_COUNT_MODE: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.free_count_mode as u32);
-static FREE_HIGH_THRESHOLD: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.free_high_threshold as u32);
+/// The knobs packed in one word, so the PCP paths read them with a single
+/// load: bits 0..8 heuristics, 8..12 BATCH_SCALE_MAX, 12 free_count mode,
+/// 13..15 free_high threshold.
+static KNOBS: AtomicU32 = AtomicU32::new(pack(Knobs::DEFAULT));
+
+const fn pack(k: Knobs) -> u32 {
+    (k.heuristics.0 & 0xff)
+        | (k.batch_scale_max & 0xf) << 8
+        | (k.free_count_mode as u32) << 12
+        | (k.free_high_threshold as u32) << 13
+}
 
 /// The knobs in force now.
 #[inline]
 pub fn knobs() -> Knobs {
+    let v = KNOBS.load(Relaxed);
     Knobs {
-        heuristics: Heuristics(HEURISTICS.load(Relaxed)),
-        batch_scale_max: BATCH_SCALE_MAX.load(Relaxed),
-        free_count_mode: if FREE_COUNT_MODE.load(Relaxed) == 1 {
+        heuristics: Heuristics(v & 0xff),
+        batch_scale_max: (v >> 8) & 0xf,
+        free_count_mode: if v & (1 << 12) != 0 {
             FreeCountMode::Exact
         } else {
             FreeCountMode::Halve
         },
-        free_high_threshold: match FREE_HIGH_THRESHOLD.load(Relaxed) {
+        free_high_threshold: match (v >> 13) & 3 {
             0 => FreeHighThreshold::Batch,
             1 => FreeHighThreshold::FiveBatch,
             _ => FreeHighThreshold::BatchPlusHalfHighMin,
@@ -168,10 +176,17 @@ pub fn knobs() -> Knobs {
 /// Replaces the knobs at run time (benchmarks, ablation). Pagesets pick
 /// the new values up on their next operation.
 pub fn set_knobs(k: Knobs) {
-    HEURISTICS.store(k.heuristics.0, Relaxed);
-    BATCH_SCALE_MAX.store(k.batch_scale_max.min(MAX_BATCH_SCALE_MAX), Relaxed);
-    FREE_COUNT_MODE.store(k.free_count_mode as u32, Relaxed);
-    FREE_HIGH_THRESHOLD.store(k.free_high_threshold as u32, Relaxed);
+    let k = Knobs {
+        batch_scale_max: k.batch_scale_max.min(MAX_BATCH_SCALE_MAX),
+        ..k
+    };
+    KNOBS.store(pack(k), Relaxed);
+}
+
+fn update_knobs(f: impl FnOnce(&mut Knobs)) {
+    let mut k = knobs();
+    f(&mut k);
+    set_knobs(k);
 }
 
 /// Settings read once at init (not changeable afterwards).
@@ -265,7 +280,7 @@ pub static TUNABLES: &[Tunable] = &[
         doc: "Largest batch scale factor (seed 000 patch 4); bounds refill/drain latency.",
         apply: |v| match parse_u64(v) {
             Some(n) if n <= u64::from(MAX_BATCH_SCALE_MAX) => {
-                BATCH_SCALE_MAX.store(n as u32, Relaxed);
+                update_knobs(|k| k.batch_scale_max = n as u32);
                 true
             }
             _ => false,
@@ -292,7 +307,7 @@ pub static TUNABLES: &[Tunable] = &[
         doc: "Which seed 000 heuristics run (ablation): e.g. `base`, `1,3`, `all,-8`.",
         apply: |v| match parse_heuristics(v) {
             Some(h) => {
-                HEURISTICS.store(h.0, Relaxed);
+                update_knobs(|k| k.heuristics = h);
                 true
             }
             None => false,
@@ -309,7 +324,7 @@ pub static TUNABLES: &[Tunable] = &[
                 b"exact" => FreeCountMode::Exact,
                 _ => return false,
             };
-            FREE_COUNT_MODE.store(m as u32, Relaxed);
+            update_knobs(|k| k.free_count_mode = m);
             true
         },
     },
@@ -325,7 +340,7 @@ pub static TUNABLES: &[Tunable] = &[
                 b"batch+high_min/2" => FreeHighThreshold::BatchPlusHalfHighMin,
                 _ => return false,
             };
-            FREE_HIGH_THRESHOLD.store(t as u32, Relaxed);
+            update_knobs(|k| k.free_high_threshold = t);
             true
         },
     },
@@ -473,5 +488,34 @@ mod tests {
         assert_eq!(Heuristics::row(0), Heuristics::BASE);
         assert_eq!(Heuristics::row(9), Heuristics::ALL);
         assert!(Heuristics::row(5).has(ALLOC_FACTOR) && !Heuristics::row(5).has(AUTO_TUNE));
+    }
+}
+
+#[cfg(test)]
+mod pack_tests {
+    use super::*;
+
+    #[test]
+    fn knobs_round_trip() {
+        let saved = knobs();
+        for h in [Heuristics::ALL, Heuristics::BASE, Heuristics::row(5)] {
+            for mode in [FreeCountMode::Halve, FreeCountMode::Exact] {
+                for th in [
+                    FreeHighThreshold::Batch,
+                    FreeHighThreshold::FiveBatch,
+                    FreeHighThreshold::BatchPlusHalfHighMin,
+                ] {
+                    let k = Knobs {
+                        heuristics: h,
+                        batch_scale_max: 6,
+                        free_count_mode: mode,
+                        free_high_threshold: th,
+                    };
+                    set_knobs(k);
+                    assert_eq!(knobs(), k);
+                }
+            }
+        }
+        set_knobs(saved);
     }
 }

@@ -327,6 +327,24 @@ impl Pageset {
         drained
     }
 
+    /// The owner of a thread pageset gives every cached page back (thread
+    /// exit): one zone-lock hold per batch, and no membarrier, since the
+    /// owner itself is the one draining.
+    pub fn drain_owned(&self, zone: &Zone) -> usize {
+        let batch = zone.pcp_params().batch.max(1) as i32;
+        let mut total = 0;
+        loop {
+            let Some(mut g) = self.enter(true) else {
+                return total;
+            };
+            let chunk = g.s.count.min(batch);
+            if chunk <= 0 {
+                return total;
+            }
+            total += free_pcppages_bulk(zone, &mut g, chunk, 0);
+        }
+    }
+
     /// Gives every cached page back to the zone (`drain_pages_zone`).
     pub fn drain(&self, zone: &Zone) -> usize {
         let (count, batch) = {

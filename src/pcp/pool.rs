@@ -106,11 +106,12 @@ pub fn acquire_thread_pageset(free_high_batch: bool) -> *mut Pageset {
 /// Drains a thread's pageset into `zone` and puts it on the free list.
 ///
 /// # Safety
-/// `ps` came from [`acquire_thread_pageset`] and its thread is done with it.
+/// `ps` came from [`acquire_thread_pageset`], and the calling thread, which
+/// owns it, is done with it.
 pub unsafe fn release_thread_pageset(ps: *mut Pageset, zone: &Zone) {
     // SAFETY: ps lives forever (contract).
     unsafe {
-        (*ps).drain(zone);
+        (*ps).drain_owned(zone);
         let mut f = FREE.lock();
         (*ps).next_free.store(*f as *mut Pageset, Ordering::Relaxed);
         *f = ps as usize;

@@ -19,6 +19,13 @@
 //!   partial or full ──(no live object)──► back to the page allocator
 //! ```
 //!
+//! A heap also keeps one freed large block per order 0..=3 in
+//! `block_cache`, so a thread that frees and allocates page-sized buffers
+//! in turn (the common alloc/free pair) does not go through the pageset
+//! lock each time — SLUB keeps a per-CPU slab in front of the page
+//! allocator for the same reason. It is bounded (60 KiB), given back on
+//! the same tick boundaries as parked slabs, and at thread exit.
+//!
 //! Emptied slabs are parked on `empty[class]` (up to EMPTY_BUDGET bytes a
 //! heap) rather than sent straight back: a class that shrinks and grows
 //! again — a loop allocating and freeing a few thousand objects — would
@@ -72,6 +79,9 @@ pub struct Heap {
     pub empty_bytes: usize,
     /// The maintenance tick count when parked slabs were last given back.
     tick_seen: u64,
+    /// One freed large block per order 0..=3 (kind Cached), reused by this
+    /// thread's next allocation of that order before asking the pageset.
+    pub block_cache: [*mut Page; crate::config::NR_PCP_ORDERS],
     /// Slabs that had a remote free while full (stack through `next`).
     pub delayed: AtomicPtr<Page>,
     /// The thread's pageset in thread mode, else null.
@@ -125,6 +135,7 @@ impl Heap {
             empty: [const { PageList::new() }; NR_CLASSES],
             empty_bytes: 0,
             tick_seen: 0,
+            block_cache: [ptr::null_mut(); crate::config::NR_PCP_ORDERS],
             delayed: AtomicPtr::new(ptr::null_mut()),
             pageset: ptr::null_mut(),
             state: AtomicU8::new(HEAP_EMPTY),
@@ -298,6 +309,7 @@ pub unsafe fn collect(h: *mut Heap) {
     unsafe {
         process_delayed(h);
         release_empty(h);
+        flush_block_cache(h);
         for class in 0..NR_CLASSES {
             let cur = (*h).current[class];
             if cur != empty_slab() {
@@ -374,6 +386,26 @@ unsafe fn park_or_retire(h: *mut Heap, s: *mut Page) {
     }
 }
 
+/// Gives the cached large blocks back to the pageset.
+///
+/// # Safety
+/// The caller owns `h`.
+pub unsafe fn flush_block_cache(h: *mut Heap) {
+    // SAFETY: owner-only fields; cached blocks are ours, kind Cached.
+    unsafe {
+        for order in 0..crate::config::NR_PCP_ORDERS {
+            let d = (*h).block_cache[order];
+            if !d.is_null() {
+                (*h).block_cache[order] = ptr::null_mut();
+                (*d).set_kind(crate::page::PageKind::None);
+                (*d).flags = 0;
+                (*d).aux = 0;
+                pages::free_pages(d, order as u32, (*h).pageset);
+            }
+        }
+    }
+}
+
 /// Gives every parked empty slab back.
 ///
 /// # Safety
@@ -431,6 +463,7 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
         if tick != (*h).tick_seen {
             (*h).tick_seen = tick;
             release_empty(h);
+            flush_block_cache(h);
         }
         loop {
             let cur = (*h).current[class];

@@ -459,7 +459,7 @@ impl Zone {
                         PageKind::Buddy => walked_free += pages,
                         PageKind::Pcp => pcp += pages,
                         PageKind::Isolated => isolated += pages,
-                        PageKind::Large | PageKind::Slab => used += pages,
+                        PageKind::Large | PageKind::Slab | PageKind::Cached => used += pages,
                         PageKind::None | PageKind::SlabTail => {
                             panic!("page {a:#x} is covered by no block (kind {kind:?})")
                         }
