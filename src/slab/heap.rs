@@ -55,7 +55,7 @@ use super::slab;
 use super::tls;
 
 /// Most bytes of empty slabs a heap keeps parked.
-pub const EMPTY_BUDGET: usize = 512 << 10;
+pub const EMPTY_BUDGET: usize = 256 << 10;
 
 /// Heap state: the static empty heap.
 pub const HEAP_EMPTY: u8 = 0;
