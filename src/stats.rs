@@ -193,6 +193,7 @@ impl Stats {
             "below_high_set" => c.below_high_set,
             "below_high_clear" => c.below_high_clear,
             "drain_all" => c.drain_all,
+            "pcp_bulk_max" => c.bulk_max,
             "zone_lock_acquisitions" => z.lock_acquisitions,
             "zone_lock_contended" => z.lock_contended,
             "zone_lock_wait_ns" => z.lock_wait_ns,

@@ -28,5 +28,6 @@ int main(int argc, char **argv) {
     pthread_t t[4];
     for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, objs[i]);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    report_peak();
     return 0;
 }

@@ -49,5 +49,6 @@ int main(int argc, char **argv) {
     pthread_t t[4];
     for (long i = 0; i < workers; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 1));
     for (int i = 0; i < workers; i++) pthread_join(t[i], NULL);
+    report_peak();
     return 0;
 }

@@ -49,5 +49,6 @@ int main(int argc, char **argv) {
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < threads; i++)
         for (int k = 0; k < SLOTS; k++) free(st[i].p[k]);
+    report_peak();
     return 0;
 }

@@ -58,5 +58,6 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < 2 * pairs; i++) pthread_join(t[i], NULL);
     free(r);
+    report_peak();
     return 0;
 }

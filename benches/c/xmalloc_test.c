@@ -55,5 +55,6 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) pthread_join(p[i], NULL);
     atomic_store(&done, 1);
     for (int i = 0; i < 2; i++) pthread_join(c[i], NULL);
+    report_peak();
     return 0;
 }

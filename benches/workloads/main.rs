@@ -46,6 +46,10 @@ fn main() {
         sections::child(&args[1..]);
         return;
     }
+    if args.first().map(String::as_str) == Some("--child-burst") {
+        sections::child_burst(&args[1..]);
+        return;
+    }
     if args.first().map(String::as_str) == Some("--profile") {
         sections::profile(&args[1..]);
         return;

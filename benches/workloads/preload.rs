@@ -3,7 +3,7 @@
 //! cache-scratch, glibc's bench-malloc-thread) — run with and without
 //! LD_PRELOAD, and with the peers Debian packages (libmimalloc2.0,
 //! libjemalloc2, libtcmalloc-minimal4) when they are installed. Each run is
-//! a fresh process: wall time and peak RSS (ru_maxrss) of the whole run.
+//! a fresh process: wall time and peak RSS (VmHWM) of the whole run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,6 +62,8 @@ fn compile(name: &str, out: &Path) -> Option<PathBuf> {
 }
 
 /// Runs `bin scale` with `preload` (if any); returns (seconds, peak bytes).
+/// The program reports its own VmHWM: ru_maxrss of a child started from a
+/// large process would report the parent's size.
 fn run(bin: &Path, scale: u32, preload: Option<&Path>) -> Option<(f64, f64)> {
     let mut c = Command::new(bin);
     c.arg(scale.to_string());
@@ -69,14 +71,14 @@ fn run(bin: &Path, scale: u32, preload: Option<&Path>) -> Option<(f64, f64)> {
         c.env("LD_PRELOAD", p);
     }
     let t0 = Instant::now();
-    let child = c.spawn().ok()?;
-    let mut status = 0;
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting for our own child; status and ru are out-parameters.
-    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    let o = c.output().ok()?;
     let secs = t0.elapsed().as_secs_f64();
-    (r > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
-        .then(|| (secs, ru.ru_maxrss as f64 * 1024.0))
+    let out = String::from_utf8_lossy(&o.stdout);
+    let kib: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("peak_kib "))
+        .and_then(|v| v.trim().parse().ok())?;
+    o.status.success().then_some((secs, kib * 1024.0))
 }
 
 pub fn section(opts: &Opts, out: &Path) -> String {
@@ -153,7 +155,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     }
     t.note = format!(
         "Wall time of the whole process, median of {} runs; speedup = system time / allocator time \
-         (higher is better). RSS: peak resident set of the process (ru_maxrss). Peers are Debian's \
+         (higher is better). RSS: peak resident set of the process (VmHWM at exit). Peers are Debian's \
          packages loaded with LD_PRELOAD. Sources in benches/c/.",
         opts.runs
     );

@@ -558,6 +558,22 @@ fn page_loop(order: u32, threads: usize, pcp: bool, secs: f64) -> f64 {
 
 const COLORS: [&str; 5] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"];
 
+/// Child mode for burst-idle: `--child-burst <alloc> <bytes> <idle secs>`,
+/// prints "baseline peak" then one "seconds rss" line per sample.
+pub fn child_burst(args: &[String]) {
+    let w = Which::all()
+        .into_iter()
+        .find(|w| w.short() == args[0])
+        .unwrap_or(Which::Pcpalloc);
+    let total: usize = args[1].parse().unwrap();
+    let idle: f64 = args[2].parse().unwrap();
+    let tr = with_alloc!(w, |a| shapes::burst(a, total, idle));
+    println!("{} {}", tr.baseline, tr.peak);
+    for (t, r) in tr.samples {
+        println!("{t} {r}");
+    }
+}
+
 fn burst_idle(opts: &Opts, out: &Path) -> String {
     let total = if opts.quick { 128 << 20 } else { 256 << 20 };
     let mut t = Table::new(
@@ -574,24 +590,37 @@ fn burst_idle(opts: &Opts, out: &Path) -> String {
             "after 5 s",
         ],
     );
+    let exe = std::env::current_exe().unwrap();
     let mut series = vec![];
     for (i, w) in Which::all().into_iter().enumerate() {
-        progress(&format!("burst-idle: {}", w.short()));
-        w.settle();
-        std::thread::sleep(Duration::from_millis(200));
-        let tr = with_alloc!(w, |a| shapes::burst(a, total, 5.0));
-        let above = |v: u64| v.saturating_sub(tr.baseline) as f64;
+        progress(&format!("burst-idle: {} (fresh process)", w.short()));
+        let o = Command::new(&exe)
+            .args(["--child-burst", w.short(), &total.to_string(), "5"])
+            .output()
+            .expect("run child");
+        let text = String::from_utf8_lossy(&o.stdout);
+        let mut lines = text.lines();
+        let Some(first) = lines.next() else { continue };
+        let v: Vec<u64> = first.split(' ').filter_map(|x| x.parse().ok()).collect();
+        let (baseline, peak) = (v[0], v[1]);
+        let samples: Vec<(f64, u64)> = lines
+            .filter_map(|l| {
+                let mut it = l.split(' ');
+                Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+            })
+            .collect();
+        let above = |v: u64| v.saturating_sub(baseline) as f64;
         let at = |s: f64| {
-            tr.samples
+            samples
                 .iter()
                 .find(|p| p.0 >= s)
-                .or(tr.samples.last())
+                .or(samples.last())
                 .map(|p| above(p.1))
                 .unwrap_or(0.0)
         };
         t.row(vec![
             w.name().into(),
-            mib(above(tr.peak)),
+            mib(above(peak)),
             mib(at(0.0)),
             mib(at(1.0)),
             mib(at(2.0)),
@@ -600,8 +629,7 @@ fn burst_idle(opts: &Opts, out: &Path) -> String {
         series.push(Series {
             name: w.short().into(),
             color: COLORS[i % COLORS.len()],
-            points: tr
-                .samples
+            points: samples
                 .iter()
                 .map(|&(s, r)| (s, above(r) / (1 << 20) as f64))
                 .collect(),
@@ -615,9 +643,9 @@ fn burst_idle(opts: &Opts, out: &Path) -> String {
         &[],
     );
     std::fs::write(out.join("burst_idle.svg"), svg).unwrap();
-    t.note = "RSS above what the process held before the burst, sampled every 100 ms \
-              (target/bench/burst_idle.svg). pcpalloc gives idle memory back on its 1 s tick; glibc \
-              keeps freed small blocks until malloc_trim."
+    t.note = "Each allocator in a fresh process; RSS above what it held before the burst, sampled every \
+              100 ms after the frees (target/bench/burst_idle.svg). pcpalloc gives idle memory back on \
+              its 1 s tick; glibc keeps freed small blocks until malloc_trim."
         .into();
     t.render()
 }
@@ -627,7 +655,7 @@ fn latency(opts: &Opts, _out: &Path) -> String {
     let rounds = if opts.quick { 200 } else { 1000 };
     let mut t = Table::new(
         "Single-thread alloc/free latency (ns): p50 / p99 / p99.9 / max",
-        &["case", "alloc", "free"],
+        &["case", "alloc", "free", "largest refill/drain (pages)"],
     );
     let fmt =
         |l: &shapes::Latency| format!("{:.0} / {:.0} / {:.0} / {:.0}", l.p50, l.p99, l.p999, l.max);
@@ -638,10 +666,16 @@ fn latency(opts: &Opts, _out: &Path) -> String {
             let (la, lf) = with_alloc!(w, |a| shapes::latency(
                 || crate::allocs::alloc(a, size) as usize,
                 |p| crate::allocs::free(a, p as *mut u8, size),
+                || {},
                 1024,
                 rounds
             ));
-            t.row(vec![format!("{} {size} B", w.short()), fmt(&la), fmt(&lf)]);
+            t.row(vec![
+                format!("{} {size} B", w.short()),
+                fmt(&la),
+                fmt(&lf),
+                String::new(),
+            ]);
         }
     }
     for scale in 0..=tunables::MAX_BATCH_SCALE_MAX {
@@ -654,25 +688,41 @@ fn latency(opts: &Opts, _out: &Path) -> String {
                 ..saved
             });
             pcpalloc::trim();
+            let alloc_one =
+                || pcpalloc::alloc_pages(order, pcpalloc::MigrateType::Movable) as usize;
+            // SAFETY: the block came from alloc_pages with this order.
+            let free_one = |p: usize| unsafe { pcpalloc::free_pages(p as *mut u8, order) };
+            // One untimed round first, so the zone has grown; then each
+            // timed round starts from drained pagesets, so it refills.
+            shapes::latency(alloc_one, free_one, || {}, 4096 >> order, 1);
+            pcpalloc::state::ZONE.take_bulk_max();
             let (la, lf) = shapes::latency(
-                || pcpalloc::alloc_pages(order, pcpalloc::MigrateType::Movable) as usize,
-                // SAFETY: the block came from alloc_pages with this order.
-                |p| unsafe { pcpalloc::free_pages(p as *mut u8, order) },
+                alloc_one,
+                free_one,
+                || {
+                    pcpalloc::pcp::pool::drain_all(&pcpalloc::state::ZONE);
+                },
                 4096 >> order,
                 rounds / 4,
             );
+            let bulk = pcpalloc::state::ZONE.take_bulk_max();
             t.row(vec![
                 format!("pcpalloc pages order {order}, BATCH_SCALE_MAX={scale}"),
                 fmt(&la),
                 fmt(&lf),
+                bulk.to_string(),
             ]);
         }
     }
     tunables::set_knobs(saved);
     t.note =
-        "Bursts of allocations then their frees, each call timed. The page rows allocate 16 MiB \
-              in a burst: refills and drains grow as batch << alloc_factor / free_count up to \
-              BATCH_SCALE_MAX (seed 000 patch 4), so the tail latency (p99.9, max) tracks it."
+        "Bursts of allocations then their frees, each call timed (a timer read costs ~20 ns). \
+              The page rows allocate 16 MiB in a burst from drained pagesets: refills and drains \
+              grow as batch << \
+              alloc_factor and free_count, up to batch << BATCH_SCALE_MAX (seed 000 patch 4); the \
+              last column is the largest number of pages moved under one zone-lock hold, which is \
+              what the patch bounds. The max latency follows it, but single samples also catch \
+              preemption and page faults."
             .into();
     t.render()
 }

@@ -391,10 +391,12 @@ fn percentiles(mut v: Vec<u64>) -> Latency {
 }
 
 /// Times `rounds` bursts of `burst` allocations followed by their frees,
-/// one operation at a time. Returns (alloc, free) latencies.
+/// one operation at a time, calling `prep` (untimed) before each round.
+/// Returns (alloc, free) latencies.
 pub fn latency(
     mut alloc_one: impl FnMut() -> usize,
     mut free_one: impl FnMut(usize),
+    mut prep: impl FnMut(),
     burst: usize,
     rounds: usize,
 ) -> (Latency, Latency) {
@@ -402,6 +404,7 @@ pub fn latency(
     let mut lf = Vec::with_capacity(burst * rounds);
     let mut held = Vec::with_capacity(burst);
     for _ in 0..rounds {
+        prep();
         for _ in 0..burst {
             let t = Instant::now();
             let p = alloc_one();

@@ -464,6 +464,7 @@ fn free_pcppages_bulk(zone: &Zone, g: &mut PagesetGuard<'_>, count: i32, pindex:
             }
         }
     }
+    z.inner.c.bulk_max = z.inner.c.bulk_max.max(freed as u64);
     drop(z);
     g.c.free_zone += freed as u64;
     g.c.drains += 1;

@@ -53,6 +53,10 @@ pub struct ZoneCounters {
     pub below_high_clear: u64,
     /// Times all pagesets were drained to satisfy an allocation.
     pub drain_all: u64,
+    /// Most pages moved between a pageset and the zone in one lock hold
+    /// (refill or bulk free) since this was last reset: what
+    /// BATCH_SCALE_MAX bounds.
+    pub bulk_max: u64,
 }
 
 /// The state behind the zone lock.
@@ -122,6 +126,7 @@ impl ZoneInner {
                 below_high_set: 0,
                 below_high_clear: 0,
                 drain_all: 0,
+                bulk_max: 0,
             },
         }
     }

@@ -288,7 +288,15 @@ impl Zone {
             }
             n += 1;
         }
+        let pages = (n as u64) << order;
+        g.inner.c.bulk_max = g.inner.c.bulk_max.max(pages);
         n
+    }
+
+    /// Returns the largest bulk move since the last call and resets it.
+    pub fn take_bulk_max(&self) -> u64 {
+        let mut g = self.lock();
+        core::mem::take(&mut g.inner.c.bulk_max)
     }
 
     /// Sets ZONE_BELOW_HIGH if an allocation of `order` would leave the
