@@ -33,6 +33,16 @@ impl Opts {
     pub fn wants(&self, section: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|o| o == section)
     }
+
+    /// These options with at most `n` runs per point in quick mode (the
+    /// secondary sections; the main comparison keeps its runs).
+    pub fn quick_runs(&self, n: usize) -> Opts {
+        let mut o = self.clone();
+        if self.quick {
+            o.runs = o.runs.min(n);
+        }
+        o
+    }
 }
 
 /// Prints a progress line on stderr.

@@ -82,6 +82,7 @@ fn run(bin: &Path, scale: u32, preload: Option<&Path>) -> Option<(f64, f64)> {
 }
 
 pub fn section(opts: &Opts, out: &Path) -> String {
+    let opts = &opts.quick_runs(1);
     progress("preload: building libpcpalloc.so");
     let Some(lib) = build_lib() else {
         return "### LD_PRELOAD\n\nlibpcpalloc.so could not be built; section skipped.\n".into();

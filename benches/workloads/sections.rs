@@ -296,6 +296,7 @@ fn ablation_rows() -> Vec<(&'static str, Knobs)> {
 }
 
 fn ablation(opts: &Opts, _out: &Path) -> String {
+    let opts = &opts.quick_runs(2);
     let saved = tunables::knobs();
     let mut text = String::new();
     for load in [
@@ -394,6 +395,7 @@ fn run_child(load: &Load, w: Which, secs: f64, env: &[(&str, &str)]) -> Option<(
 }
 
 fn pcp_modes(opts: &Opts, _out: &Path) -> String {
+    let opts = &opts.quick_runs(2);
     let mut t = Table::new(
         "Per-CPU against per-thread pagesets (PCPALLOC_PCP)",
         &[
