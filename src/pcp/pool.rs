@@ -69,7 +69,8 @@ pub fn init_cpu_sets(nr_cpus: usize, free_high_batch: impl Fn(usize) -> bool) ->
     true
 }
 
-/// The pageset of `cpu` (per-CPU mode).
+/// The pageset of `cpu` (per-CPU mode). Only after initialisation
+/// (`state::ensure_init`).
 #[inline]
 pub fn cpu_pageset(cpu: usize) -> &'static Pageset {
     let n = NR_CPU_SETS.load(Ordering::Relaxed);
