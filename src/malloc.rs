@@ -322,10 +322,9 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
     }
     // SAFETY: p is non-null (checked above).
     let (usable, huge) = unsafe { realloc_usable(p) };
-    if size <= usable && (size >= usable / 2 || usable <= 2 * classes::MIN_CLASS_SIZE) {
-        if !huge || size > LARGE_MAX {
-            return p;
-        }
+    let fits = size <= usable && (size >= usable / 2 || usable <= 2 * classes::MIN_CLASS_SIZE);
+    if fits && (!huge || size > LARGE_MAX) {
+        return p;
     }
     if huge && size > LARGE_MAX {
         // SAFETY: p is a live huge block.

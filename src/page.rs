@@ -380,7 +380,7 @@ impl PageList {
 
     /// Takes all elements, leaving this list empty.
     pub fn take(&mut self) -> PageList {
-        core::mem::replace(self, PageList::new())
+        core::mem::take(self)
     }
 
     /// Checks the list invariants by walking it; returns the element count.

@@ -247,9 +247,10 @@ fn claim_slot() -> Option<usize> {
 pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
     let addr = h as usize + block * MAX_ORDER_BYTES;
     // SAFETY: h is a live header (contract).
-    let ok = if unsafe { (*h).reserved } {
+    let (reserved, mapped) = unsafe { ((*h).reserved, (*h).mapped_blocks) };
+    let ok = if reserved {
         sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
-    } else if block < unsafe { (*h).mapped_blocks } {
+    } else if block < mapped {
         true // mapped along with the descriptor block
     } else {
         sys::map_fixed(addr as *mut u8, MAX_ORDER_BYTES)
@@ -306,8 +307,11 @@ pub fn for_each(zone: usize, mut f: impl FnMut(*mut SectionHeader)) {
 }
 
 /// Whether `h` is a well-formed header (for invariant checks).
-pub fn header_ok(h: *const SectionHeader) -> bool {
-    // SAFETY: callers pass headers of live sections.
+///
+/// # Safety
+/// `h` is the header of a live section.
+pub unsafe fn header_ok(h: *const SectionHeader) -> bool {
+    // SAFETY: the caller passes the header of a live section.
     unsafe { (*h).magic == SECTION_MAGIC }
 }
 
@@ -329,7 +333,8 @@ mod tests {
             assert_eq!(d as usize, base + page * PAGE_DESC_SIZE);
             assert_eq!(page_addr(d), addr);
         }
-        assert!(header_ok(h));
+        // SAFETY: h was just created and is live.
+        assert!(unsafe { header_ok(h) });
         // SAFETY: nothing else uses this test section.
         unsafe { destroy(h) };
         assert!(!is_ours(base + 12345));

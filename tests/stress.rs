@@ -25,10 +25,10 @@ fn make(rng: &mut u64, tag: u8) -> Block {
     *rng ^= *rng << 17;
     let r = *rng;
     let n = match r % 100 {
-        0 => 4 << 20 | (r >> 20) as usize % (2 << 20), // huge
-        1..=5 => 8192 + (r >> 8) as usize % (1 << 20), // large
-        6..=20 => 512 + (r >> 8) as usize % 7680,      // medium slabs
-        _ => 1 + (r >> 8) as usize % 512,              // small
+        0 => (4 << 20) | ((r >> 20) as usize % (2 << 20)), // huge
+        1..=5 => 8192 + (r >> 8) as usize % (1 << 20),     // large
+        6..=20 => 512 + (r >> 8) as usize % 7680,          // medium slabs
+        _ => 1 + (r >> 8) as usize % 512,                  // small
     };
     // SAFETY: size > 0; freed with the same layout in check_free.
     let p = unsafe { std::alloc::alloc(std::alloc::Layout::from_size_align_unchecked(n, 1)) };

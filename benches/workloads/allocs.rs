@@ -52,6 +52,7 @@ impl Which {
     /// Gives cached memory back so the next run starts from a clean slate.
     pub fn settle(self) {
         match self {
+            // SAFETY: malloc_trim has no preconditions.
             Which::System => unsafe {
                 libc::malloc_trim(0);
             },

@@ -4,6 +4,7 @@ use std::time::Instant;
 
 /// CPU time (user + system) of this process in nanoseconds.
 pub fn cpu_ns() -> u64 {
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: ru is a valid out-parameter.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };

@@ -45,7 +45,7 @@ impl Table {
         };
         let mut out = format!("### {}\n\n{}\n|", self.title, line(&self.head));
         for (i, wi) in w.iter().enumerate() {
-            out.push_str(if i == 0 { " " } else { " " });
+            out.push(' ');
             out.push_str(&"-".repeat(*wi));
             out.push_str(if i == 0 { " |" } else { ":|" });
         }

@@ -734,6 +734,7 @@ fn autotune_plot(opts: &Opts, out: &Path) -> String {
     let churn = 1.0;
     let idle = if opts.quick { 6.0 } else { 10.0 };
     // Everything on CPU 0, so one pageset sees all of it.
+    // SAFETY: cpu_set_t is plain data; all zeroes is a valid value.
     let mut saved_set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-parameter of the right size.
     unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut saved_set) };

@@ -152,7 +152,7 @@ pub fn free_unref_page_commit(
     // High-order pages other than THPs fragment; limit how many a pageset
     // keeps when it mostly frees them (the free_high drain).
     let mut free_high = false;
-    if order >= 1 && order <= PAGE_ALLOC_COSTLY_ORDER {
+    if (1..=PAGE_ALLOC_COSTLY_ORDER).contains(&order) {
         let freeing = if h.has(FREE_COUNT) {
             s.free_count >= free_high_threshold(p, k)
         } else {

@@ -144,7 +144,7 @@ const fn build_recip() -> [u64; NR_CLASSES] {
     let mut c = 0;
     while c < NR_CLASSES {
         // ceil(2^32 / size): exact division for offsets below 2^19.
-        r[c] = ((1u64 << RECIP_SHIFT) + sizes[c] as u64 - 1) / sizes[c] as u64;
+        r[c] = (1u64 << RECIP_SHIFT).div_ceil(sizes[c] as u64);
         c += 1;
     }
     r

@@ -151,7 +151,7 @@ unsafe fn free_suspect(p: *mut u8, s: *mut Page, mine: bool) {
 /// The calling thread's heap (for stats and trim), if it has one.
 pub fn current_heap() -> Option<*mut Heap> {
     let h = tls::heap();
-    (h != core::ptr::addr_of!(heap::EMPTY_HEAP) as *mut Heap).then_some(h)
+    (!core::ptr::eq(h, core::ptr::addr_of!(heap::EMPTY_HEAP))).then_some(h)
 }
 
 /// Checks every slab in the allocator: its descriptor fields, the equation
@@ -218,7 +218,7 @@ pub fn check_quiescent() -> (usize, usize) {
         unsafe {
             for class in 0..classes::NR_CLASSES {
                 let cur = (*h).current[class];
-                if cur != core::ptr::addr_of!(heap::EMPTY_SLAB) as *mut Page {
+                if !core::ptr::eq(cur, core::ptr::addr_of!(heap::EMPTY_SLAB)) {
                     assert_eq!((*cur).owner.load(Relaxed), h.cast());
                     assert_eq!((*cur).class as usize, class);
                 }

@@ -431,16 +431,6 @@ impl<T> Locked<T> {
             None
         }
     }
-
-    /// The data without locking.
-    ///
-    /// # Safety
-    /// No one else may access it concurrently (e.g. single-threaded tests,
-    /// the child after fork, or read-only racy snapshots of plain counters).
-    pub unsafe fn get_unlocked(&self) -> &mut T {
-        // SAFETY: exclusivity is the caller's promise.
-        unsafe { &mut *self.data.get() }
-    }
 }
 
 /// Proof that the lock of a [`Locked`] is held.

@@ -266,7 +266,7 @@ pub fn current_cpu() -> usize {
 /// Read from sysfs ourselves: glibc's fallback for this opens a directory,
 /// which allocates.
 pub fn nr_cpus_possible() -> usize {
-    read_file(c"/sys/devices/system/cpu/possible".as_ptr())
+    read_file(c"/sys/devices/system/cpu/possible")
         .map(|f| max_cpu_in_list(f.as_bytes()) + 1)
         .filter(|&n| n > 1 || affinity_count() <= 1)
         .unwrap_or_else(|| affinity_count().max(1))
@@ -274,7 +274,7 @@ pub fn nr_cpus_possible() -> usize {
 
 /// CPUs online now, at least 1.
 pub fn nr_cpus_online() -> usize {
-    read_file(c"/sys/devices/system/cpu/online".as_ptr())
+    read_file(c"/sys/devices/system/cpu/online")
         .map(|f| count_cpu_list(f.as_bytes()))
         .filter(|&n| n > 0)
         .unwrap_or_else(|| affinity_count().max(1))
@@ -317,12 +317,12 @@ impl FileBuf {
     }
 }
 
-/// Reads up to 4 KiB of the file at NUL-terminated `path`. `None` if it
-/// cannot be opened or read.
-pub fn read_file(path: *const libc::c_char) -> Option<FileBuf> {
-    // SAFETY: path is NUL-terminated (contract); O_CLOEXEC keeps it out of
+/// Reads up to 4 KiB of the file at `path`. `None` if it cannot be opened
+/// or read.
+pub fn read_file(path: &core::ffi::CStr) -> Option<FileBuf> {
+    // SAFETY: path is NUL-terminated; O_CLOEXEC keeps the fd out of
     // children.
-    let fd = unsafe { libc::open(path, libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
         return None;
     }
@@ -385,7 +385,7 @@ pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
                 path,
                 "/sys/devices/system/cpu/cpu{cpu}/cache/index{index}/{leaf}"
             );
-            read_file(path.as_c_ptr())
+            read_file(path.as_cstr()?)
         };
         let Some(level) = read(&mut path, "level") else {
             break;
@@ -423,7 +423,7 @@ pub fn memory_limit_bytes() -> Option<u64> {
 
 fn cgroup_memory_max() -> Option<u64> {
     // /proc/self/cgroup holds "0::/some/path" on a cgroup v2 system.
-    let cg = read_file(c"/proc/self/cgroup".as_ptr())?;
+    let cg = read_file(c"/proc/self/cgroup")?;
     let line = cg
         .as_bytes()
         .split(|&c| c == b'\n')
@@ -438,13 +438,13 @@ fn cgroup_memory_max() -> Option<u64> {
     if path.truncated {
         return None;
     }
-    let v = read_file(path.as_c_ptr())?;
+    let v = read_file(path.as_cstr()?)?;
     // "max" means unlimited: fall through to MemTotal.
     parse_u64(v.as_bytes())
 }
 
 fn mem_total() -> Option<u64> {
-    let m = read_file(c"/proc/meminfo".as_ptr())?;
+    let m = read_file(c"/proc/meminfo")?;
     let line = m
         .as_bytes()
         .split(|&c| c == b'\n')

@@ -56,10 +56,11 @@ impl<const N: usize> FixedBuf<N> {
         }
     }
 
-    /// A NUL-terminated pointer to the contents, for C APIs.
-    pub fn as_c_ptr(&mut self) -> *const libc::c_char {
+    /// The contents as a C string (terminated in place), for C APIs; `None`
+    /// if the text holds a NUL byte.
+    pub fn as_cstr(&mut self) -> Option<&core::ffi::CStr> {
         self.bytes[self.len] = 0;
-        self.bytes.as_ptr().cast()
+        core::ffi::CStr::from_bytes_with_nul(&self.bytes[..=self.len]).ok()
     }
 }
 
@@ -86,7 +87,7 @@ mod tests {
         let mut b = FixedBuf::<16>::new();
         write!(b, "cpu{}/x", 12).unwrap();
         assert_eq!(b.as_bytes(), b"cpu12/x");
-        write!(b, "{}", "0123456789abcdef").unwrap();
+        b.write_str("0123456789abcdef").unwrap();
         assert_eq!(b.len(), 15);
         assert!(b.truncated);
     }

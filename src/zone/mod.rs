@@ -443,7 +443,8 @@ impl Zone {
         // Walk every committed block descriptor by descriptor.
         let (mut managed, mut walked_free, mut pcp, mut isolated, mut used) = (0, 0, 0, 0, 0);
         section::for_each(self.tag(), |h| {
-            assert!(section::header_ok(h));
+            // SAFETY: for_each passes live headers of this zone.
+            assert!(unsafe { section::header_ok(h) });
             // SAFETY: h is a live header of this zone; lock held.
             let blocks = unsafe { (*h).committed_blocks };
             for b in 1..blocks {

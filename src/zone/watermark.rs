@@ -79,8 +79,8 @@ pub fn pcp_params(
     high_fraction: usize,
 ) -> PcpParams {
     let batch = zone_batchsize(limit_pages);
-    if high_fraction != 0 {
-        let h = zone_highsize(managed / high_fraction, nr_cpus, batch);
+    if let Some(share) = managed.checked_div(high_fraction) {
+        let h = zone_highsize(share, nr_cpus, batch);
         return PcpParams {
             batch,
             high_min: h,
