@@ -250,29 +250,11 @@ fn free_foreign(p: *mut u8) {
 /// # Safety
 /// As [`free`].
 pub unsafe fn usable_size(p: *mut u8) -> usize {
-    let a = p as usize;
     if p.is_null() {
         return 0;
     }
-    if section::is_ours(a) {
-        let d = desc_of(a);
-        // SAFETY: descriptors of our sections are always readable.
-        unsafe {
-            let s = (*d).head.load(Relaxed);
-            if !s.is_null() {
-                if classes::object_index((*s).class as usize, a - section::page_addr(s)).is_none() {
-                    report::fatal("malloc_usable_size(): invalid pointer", p);
-                }
-                return slab::usable_size(s);
-            }
-            large::check_large(p, d, "malloc_usable_size");
-            return large::large_pages(d) * PAGE_SIZE;
-        }
-    }
-    match large::huge_len(p) {
-        Some(len) => len,
-        None => report::fatal("malloc_usable_size(): invalid pointer", p),
-    }
+    // SAFETY: forwarded contract.
+    unsafe { checked_usable(p, Caller::UsableSize).0 }
 }
 
 /// Checks `p` for realloc and returns its usable size and whether it is a
@@ -281,6 +263,32 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
 /// # Safety
 /// `p` is non-null.
 unsafe fn realloc_usable(p: *mut u8) -> (usize, bool) {
+    // SAFETY: forwarded contract.
+    unsafe { checked_usable(p, Caller::Realloc) }
+}
+
+/// Who asks `checked_usable`, for its reports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    Realloc,
+    UsableSize,
+}
+
+/// Validates live block `p` and returns its usable size and whether it is
+/// huge; reports and aborts if `p` is not a live block of ours. For
+/// realloc, a small block carrying the free key is checked like free()
+/// checks it.
+///
+/// # Safety
+/// `p` is non-null.
+unsafe fn checked_usable(p: *mut u8, who: Caller) -> (usize, bool) {
+    let (name, invalid) = match who {
+        Caller::Realloc => ("realloc", "realloc(): invalid pointer"),
+        Caller::UsableSize => (
+            "malloc_usable_size",
+            "malloc_usable_size(): invalid pointer",
+        ),
+    };
     let a = p as usize;
     if section::is_ours(a) {
         let d = desc_of(a);
@@ -289,9 +297,10 @@ unsafe fn realloc_usable(p: *mut u8) -> (usize, bool) {
             let s = (*d).head.load(Relaxed);
             if !s.is_null() {
                 if classes::object_index((*s).class as usize, a - section::page_addr(s)).is_none() {
-                    report::fatal("realloc(): invalid pointer", p);
+                    report::fatal(invalid, p);
                 }
-                if (p as *const usize).add(1).read() == state::free_key() {
+                if who == Caller::Realloc && (p as *const usize).add(1).read() == state::free_key()
+                {
                     // A free block: confirm where we can, as free() does.
                     let mine = (*s).owner.load(Relaxed) == crate::slab::tls::heap().cast();
                     if !mine || slab::slab::on_free_list(s, p) {
@@ -300,13 +309,13 @@ unsafe fn realloc_usable(p: *mut u8) -> (usize, bool) {
                 }
                 return (slab::usable_size(s), false);
             }
-            large::check_large(p, d, "realloc");
+            large::check_large(p, d, name);
             return (large::large_pages(d) * PAGE_SIZE, false);
         }
     }
     match large::huge_len(p) {
         Some(len) => (len, true),
-        None => report::fatal("realloc(): invalid pointer", p),
+        None => report::fatal(invalid, p),
     }
 }
 

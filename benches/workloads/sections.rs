@@ -68,6 +68,19 @@ struct Load {
 }
 
 impl Load {
+    /// The workload named `name` with `threads` threads (command line).
+    fn from_args(name: &str, threads: &str) -> Load {
+        let name = match name {
+            "pingpong" => "pingpong",
+            "kbuild" => "kbuild",
+            _ => "larson",
+        };
+        Load {
+            name,
+            threads: threads.parse().expect("a thread count"),
+        }
+    }
+
     fn label(&self) -> String {
         match self.name {
             "pingpong" => format!("pingpong {} pairs", self.threads),
@@ -166,8 +179,9 @@ fn measure(load: &Load, w: Which, opts: &Opts, what: &str) -> Sample {
     }
 }
 
-fn loads(opts: &Opts) -> Vec<Load> {
-    let mut v = vec![
+/// The three workloads at their default sizes.
+fn main_loads() -> Vec<Load> {
+    vec![
         Load {
             name: "pingpong",
             threads: 2,
@@ -180,7 +194,11 @@ fn loads(opts: &Opts) -> Vec<Load> {
             name: "larson",
             threads: 4,
         },
-    ];
+    ]
+}
+
+fn loads(opts: &Opts) -> Vec<Load> {
+    let mut v = main_loads();
     if !opts.quick {
         v.insert(
             0,
@@ -354,14 +372,7 @@ fn ablation(opts: &Opts, _out: &Path) -> String {
 /// no allocator carries memory over from an earlier run — and prints
 /// "score contention peak_bytes".
 pub fn child(args: &[String]) {
-    let load = Load {
-        name: match args[0].as_str() {
-            "pingpong" => "pingpong",
-            "kbuild" => "kbuild",
-            _ => "larson",
-        },
-        threads: args[1].parse().unwrap(),
-    };
+    let load = Load::from_args(&args[0], &args[1]);
     let secs: f64 = args[2].parse().unwrap();
     let w = args
         .get(3)
@@ -407,20 +418,7 @@ fn pcp_modes(opts: &Opts, _out: &Path) -> String {
             "contention thread",
         ],
     );
-    let mut loads = vec![
-        Load {
-            name: "pingpong",
-            threads: 2,
-        },
-        Load {
-            name: "kbuild",
-            threads: 4,
-        },
-        Load {
-            name: "larson",
-            threads: 4,
-        },
-    ];
+    let mut loads = main_loads();
     if !opts.quick {
         loads.push(Load {
             name: "kbuild",
@@ -830,14 +828,7 @@ fn autotune_plot(opts: &Opts, out: &Path) -> String {
 /// `--profile <load> <threads> <secs> <alloc>`: runs one workload alone
 /// (for perf and friends).
 pub fn profile(args: &[String]) {
-    let load = Load {
-        name: match args[0].as_str() {
-            "pingpong" => "pingpong",
-            "kbuild" => "kbuild",
-            _ => "larson",
-        },
-        threads: args[1].parse().unwrap(),
-    };
+    let load = Load::from_args(&args[0], &args[1]);
     let secs: f64 = args[2].parse().unwrap();
     let w = if args.get(3).map(String::as_str) == Some("system") {
         Which::System

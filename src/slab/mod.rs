@@ -72,17 +72,29 @@ pub unsafe fn free(p: *mut u8, slab: *mut Page) {
             && obj.add(1).read() != key
             && (*slab).owner.load(Relaxed) == h.cast()
         {
-            // The local fast path: push on the owner's list.
-            obj.write((*slab).free as usize);
-            obj.add(1).write(key);
-            (*slab).free = p;
-            (*slab).aux -= 1;
-            if (*slab).aux == 0 || (*slab).flags & flags::IN_FULL != 0 {
-                heap::free_local_slow(h, slab);
-            }
+            push_local(h, slab, p, key);
             return;
         }
         free_other(p, slab, h);
+    }
+}
+
+/// The owner frees `p`: push it on the slab's own list.
+///
+/// # Safety
+/// `h` owns `slab`, and `p` is a live object of it.
+#[inline(always)]
+unsafe fn push_local(h: *mut Heap, slab: *mut Page, p: *mut u8, key: usize) {
+    // SAFETY: owner-only fields; p is ours to relink (contract).
+    unsafe {
+        let obj = p as *mut usize;
+        obj.write((*slab).free as usize);
+        obj.add(1).write(key);
+        (*slab).free = p;
+        (*slab).aux -= 1;
+        if (*slab).aux == 0 || (*slab).flags & flags::IN_FULL != 0 {
+            heap::free_local_slow(h, slab);
+        }
     }
 }
 
@@ -103,13 +115,7 @@ unsafe fn free_other(p: *mut u8, slab: *mut Page, h: *mut Heap) {
             free_suspect(p, slab, mine);
         }
         if mine {
-            obj.write((*slab).free as usize);
-            obj.add(1).write(key);
-            (*slab).free = p;
-            (*slab).aux -= 1;
-            if (*slab).aux == 0 || (*slab).flags & flags::IN_FULL != 0 {
-                heap::free_local_slow(h, slab);
-            }
+            push_local(h, slab, p, key);
         } else if slab::push_remote(slab, p, key) {
             heap::notify_owner(slab);
         }

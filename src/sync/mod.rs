@@ -177,6 +177,19 @@ fn futex_wake(word: &AtomicU32) {
     }
 }
 
+/// Spins, then yields, until `done` says so.
+fn spin_until(mut done: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !done() {
+        spins += 1;
+        if spins < SPIN_LIMIT {
+            core::hint::spin_loop();
+        } else {
+            sys::yield_now();
+        }
+    }
+}
+
 /// A lock that the fast paths only ever try (the pageset lock). Waiting
 /// for it, which only maintenance, drain-all and fork do, spins and yields.
 pub struct TryLock {
@@ -203,15 +216,7 @@ impl TryLock {
 
     /// Takes the lock, spinning and yielding until it is free.
     pub fn lock(&self) {
-        let mut spins = 0u32;
-        while !self.try_lock() {
-            spins += 1;
-            if spins < SPIN_LIMIT {
-                core::hint::spin_loop();
-            } else {
-                sys::yield_now();
-            }
-        }
+        spin_until(|| self.try_lock());
     }
 
     /// Releases the lock.
@@ -347,15 +352,7 @@ impl BiasedLock {
             if !membarrier() {
                 core::sync::atomic::fence(Ordering::SeqCst);
             }
-            let mut spins = 0u32;
-            while self.owner_in.load(Ordering::Acquire) {
-                spins += 1;
-                if spins < SPIN_LIMIT {
-                    core::hint::spin_loop();
-                } else {
-                    sys::yield_now();
-                }
-            }
+            spin_until(|| !self.owner_in.load(Ordering::Acquire));
         }
     }
 

@@ -216,29 +216,28 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
     Some(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), len) })
 }
 
-/// A monotonic clock in nanoseconds.
 #[inline]
-pub fn now_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: ts is a valid out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A monotonic clock in nanoseconds.
+#[inline]
+pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// A cheap monotonic clock in nanoseconds with tick (millisecond-ish)
 /// resolution: CLOCK_MONOTONIC_COARSE, read from the vDSO.
 #[inline]
 pub fn coarse_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 /// Gives up the CPU for a moment.
