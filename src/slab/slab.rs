@@ -40,6 +40,9 @@ use super::classes::{CAPACITY, CLASS_SIZE};
 pub const FULL_NOTIFY: usize = 1;
 /// Bytes carved from a slab's untouched tail at a time.
 const EXTEND_BYTES: usize = PAGE_SIZE;
+/// ... but at least this many objects, so large classes do not take the
+/// slow path every few allocations.
+const EXTEND_MIN_OBJECTS: usize = 16;
 
 /// Turns the block at `head` (order `order`) into an empty slab of class
 /// `class` owned by `owner`.
@@ -110,7 +113,7 @@ pub unsafe fn extend(slab: *mut Page) -> bool {
         if first >= cap {
             return false;
         }
-        let n = (EXTEND_BYTES / size).clamp(1, cap - first);
+        let n = (EXTEND_BYTES / size).max(EXTEND_MIN_OBJECTS).min(cap - first);
         let base = page_addr(slab) + first * size;
         // Link the new objects in address order, ending in the old list.
         // They get no free key: only a block that was handed out and freed
