@@ -26,23 +26,32 @@
 //! allocator for the same reason. It is bounded (60 KiB), given back on
 //! the same tick boundaries as parked slabs, and at thread exit.
 //!
-//! Emptied slabs are parked on `empty[class]` (up to EMPTY_BUDGET bytes a
-//! heap) rather than sent straight back: a class that shrinks and grows
-//! again — a loop allocating and freeing a few thousand objects — would
-//! otherwise pay a round trip through the pageset per slab. The owner gives
-//! them back once a tick (it notices the tick on its slow paths), and
-//! collect() (thread exit, trim, the sweep of abandoned heaps) gives them
-//! all back.
+//! Emptied slabs are parked on `empty[order]` rather than sent straight
+//! back: a class that shrinks and grows again — a loop allocating and
+//! freeing a few thousand objects — would otherwise pay a round trip
+//! through the pageset per slab (and, when a burst of slab frees trips
+//! free_high, through the zone lock). Any class of the same slab order can
+//! take a parked slab: it is set up again for the new class, so a program
+//! whose size mix drifts keeps reusing them. How much is parked is tuned
+//! the way a pageset's `high` is: `park_high` starts at PARK_HIGH_MIN;
+//! each slab given back for lack of room is remembered, and each new slab
+//! the heap then has to ask for grows `park_high` by its size, up to what
+//! was given back (the refill half), to PARK_HIGH_MAX at most and not
+//! while the zone is below its high watermark; it decays by 1/8 a tick.
+//! The owner gives every parked slab back once a tick (it notices the tick
+//! on its slow paths), and collect() (thread exit, trim, the sweep of
+//! abandoned heaps) gives them all back.
 //!
 //! Invariants: a slab of this heap that is not current and not IN_FULL is
-//! on `partial[class]` and has a free object, or on `empty[class]` and has
+//! on `partial[class]` and has a free object, or on `empty[order]` and has
 //! none; `aux` counts the slab's live objects plus those waiting on
-//! `thread_free`; `empty_bytes` is the size of all parked slabs.
+//! `thread_free`; `empty_bytes` is the size of all parked slabs and at
+//! most `park_high` ≤ PARK_HIGH_MAX.
 
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
-use crate::config::PAGE_SIZE;
+use crate::config::{NR_PCP_ORDERS, PAGE_SIZE};
 use crate::page::{flags, MigrateType, Page, PageList};
 use crate::pages;
 use crate::pcp::{pool, Pageset};
@@ -54,8 +63,11 @@ use super::classes::{NR_CLASSES, SLAB_ORDER};
 use super::slab;
 use super::tls;
 
-/// Most bytes of empty slabs a heap keeps parked.
-pub const EMPTY_BUDGET: usize = 256 << 10;
+/// Bytes of empty slabs a heap may always keep parked (`park_high`'s
+/// floor).
+pub const PARK_HIGH_MIN: usize = 256 << 10;
+/// The most `park_high` grows to.
+pub const PARK_HIGH_MAX: usize = 4 << 20;
 
 /// Heap state: the static empty heap.
 pub const HEAP_EMPTY: u8 = 0;
@@ -73,10 +85,16 @@ pub struct Heap {
     pub current: [*mut Page; NR_CLASSES],
     /// Partial slabs per class, excluding the current one.
     pub partial: [PageList; NR_CLASSES],
-    /// Empty slabs parked per class.
-    pub empty: [PageList; NR_CLASSES],
+    /// Empty slabs parked per slab order.
+    pub empty: [PageList; NR_PCP_ORDERS],
     /// Bytes of all parked empty slabs.
     pub empty_bytes: usize,
+    /// How many bytes of empty slabs may be parked: auto-tuned like a
+    /// pageset's `high` (see `park_or_retire`).
+    pub park_high: usize,
+    /// Bytes of slabs given back this tick because `park_high` was
+    /// reached, and not yet made room for.
+    pub park_missed: usize,
     /// The maintenance tick count when parked slabs were last given back.
     tick_seen: u64,
     /// One freed large block per order 0..=3 (kind Cached), reused by this
@@ -132,8 +150,10 @@ impl Heap {
         Heap {
             current: [addr_of!(EMPTY_SLAB) as *mut Page; NR_CLASSES],
             partial: [const { PageList::new() }; NR_CLASSES],
-            empty: [const { PageList::new() }; NR_CLASSES],
+            empty: [const { PageList::new() }; NR_PCP_ORDERS],
             empty_bytes: 0,
+            park_high: PARK_HIGH_MIN,
+            park_missed: 0,
             tick_seen: 0,
             block_cache: [ptr::null_mut(); crate::config::NR_PCP_ORDERS],
             delayed: AtomicPtr::new(ptr::null_mut()),
@@ -250,6 +270,9 @@ pub unsafe fn thread_exit(h: *mut Heap) {
         if tls::heap() == h {
             tls::set_heap(empty_heap());
         }
+        // The thread that adopts the heap starts its own tuning.
+        (*h).park_high = PARK_HIGH_MIN;
+        (*h).park_missed = 0;
         abandon(h);
     }
 }
@@ -368,8 +391,8 @@ unsafe fn process_delayed(h: *mut Heap) {
     }
 }
 
-/// Parks an empty slab on its class's empty list, or gives it back if the
-/// heap already keeps EMPTY_BUDGET bytes of them.
+/// Parks an empty slab on its order's empty list, or gives it back if the
+/// heap already keeps `park_high` bytes of them.
 ///
 /// # Safety
 /// `s` is a slab of `h` with no live object, on no list and not current.
@@ -377,12 +400,43 @@ unsafe fn park_or_retire(h: *mut Heap, s: *mut Page) {
     // SAFETY: forwarded contract; owner-only fields.
     unsafe {
         let bytes = PAGE_SIZE << (*s).order;
-        if (*h).empty_bytes + bytes <= EMPTY_BUDGET {
+        if (*h).empty_bytes + bytes <= (*h).park_high {
             (*h).empty_bytes += bytes;
-            (*h).empty[(*s).class as usize].push_front(s);
+            (*h).empty[(*s).order as usize].push_front(s);
         } else {
+            (*h).park_missed += bytes;
             retire(h, s);
         }
+    }
+}
+
+/// A new slab of `bytes` is needed: if slabs were given back for lack of
+/// parking room since the last tick, make room for this one more (the
+/// refill half of the `high` auto-tuning, applied to parked slabs).
+///
+/// # Safety
+/// The caller owns `h`.
+unsafe fn grow_park_high(h: *mut Heap, bytes: usize) {
+    // SAFETY: owner-only fields.
+    unsafe {
+        if (*h).park_missed > 0 && !ZONE.below_high() {
+            let grow = bytes.min((*h).park_missed);
+            (*h).park_missed -= grow;
+            (*h).park_high = ((*h).park_high + grow).min(PARK_HIGH_MAX);
+        }
+    }
+}
+
+/// The tick's half: `park_high` loses 1/8, down to PARK_HIGH_MIN.
+///
+/// # Safety
+/// The caller owns `h`.
+unsafe fn decay_park_high(h: *mut Heap) {
+    // SAFETY: owner-only fields.
+    unsafe {
+        let high = (*h).park_high;
+        (*h).park_high = (high - high / 8).max(PARK_HIGH_MIN);
+        (*h).park_missed = 0;
     }
 }
 
@@ -416,9 +470,9 @@ unsafe fn release_empty(h: *mut Heap) {
         if (*h).empty_bytes == 0 {
             return;
         }
-        for class in 0..NR_CLASSES {
+        for order in 0..NR_PCP_ORDERS {
             loop {
-                let s = (*h).empty[class].pop_front();
+                let s = (*h).empty[order].pop_front();
                 if s.is_null() {
                     break;
                 }
@@ -464,6 +518,7 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
             (*h).tick_seen = tick;
             release_empty(h);
             flush_block_cache(h);
+            decay_park_high(h);
         }
         loop {
             let cur = (*h).current[class];
@@ -490,13 +545,17 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
                 (*h).current[class] = next;
                 continue;
             }
-            let parked = (*h).empty[class].pop_front();
+            let order = u32::from(SLAB_ORDER[class]);
+            let parked = (*h).empty[order as usize].pop_front();
             if !parked.is_null() {
-                (*h).empty_bytes -= PAGE_SIZE << (*parked).order;
+                (*h).empty_bytes -= PAGE_SIZE << order;
+                if (*parked).class as usize != class {
+                    slab::reinit(parked, class);
+                }
                 (*h).current[class] = parked;
                 continue;
             }
-            let order = u32::from(SLAB_ORDER[class]);
+            grow_park_high(h, PAGE_SIZE << order);
             let head = pages::alloc_pages(order, MigrateType::Unmovable, (*h).pageset);
             if head.is_null() {
                 return ptr::null_mut();

@@ -240,12 +240,22 @@ pub fn check_quiescent() -> (usize, usize) {
                     assert!((*s).aux > 0, "an empty slab on the partial list");
                     s = (*s).next;
                 }
-                let mut e = (*h).empty[class].first();
+            }
+            let mut parked = 0;
+            for order in 0..crate::config::NR_PCP_ORDERS {
+                (*h).empty[order].check();
+                let mut e = (*h).empty[order].first();
                 while !e.is_null() {
                     assert_eq!((*e).aux, 0, "a parked slab with live objects");
+                    assert_eq!((*e).order as usize, order, "parked on the wrong list");
+                    assert_eq!((*e).owner.load(Relaxed), h.cast());
+                    parked += crate::config::PAGE_SIZE << order;
                     e = (*e).next;
                 }
             }
+            assert_eq!(parked, (*h).empty_bytes, "parked bytes miscounted");
+            assert!((*h).empty_bytes <= (*h).park_high);
+            assert!((*h).park_high <= heap::PARK_HIGH_MAX);
         }
     }
     (slabs, live)

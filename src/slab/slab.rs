@@ -76,6 +76,25 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) {
     }
 }
 
+/// Sets up an empty slab of the same order again for another `class`: its
+/// objects are forgotten and carved anew from the untouched tail.
+///
+/// # Safety
+/// `head` is a slab owned by the calling heap, with no live object, no
+/// pending remote free, on no list, and `SLAB_ORDER[class]` is its order.
+pub unsafe fn reinit(head: *mut Page, class: usize) {
+    // SAFETY: the caller owns the slab; nobody else may touch its objects.
+    unsafe {
+        debug_assert_eq!((*head).aux, 0);
+        debug_assert_eq!(super::classes::SLAB_ORDER[class], (*head).order);
+        debug_assert_eq!((*head).thread_free.load(Relaxed), 0);
+        (*head).class = class as u8;
+        (*head).reserved = 0;
+        (*head).capacity = CAPACITY[class];
+        (*head).free = core::ptr::null_mut();
+    }
+}
+
 /// Undoes [`init`] before the block goes back to the page allocator; the
 /// head keeps only its order.
 ///
@@ -113,7 +132,9 @@ pub unsafe fn extend(slab: *mut Page) -> bool {
         if first >= cap {
             return false;
         }
-        let n = (EXTEND_BYTES / size).max(EXTEND_MIN_OBJECTS).min(cap - first);
+        let n = (EXTEND_BYTES / size)
+            .max(EXTEND_MIN_OBJECTS)
+            .min(cap - first);
         let base = page_addr(slab) + first * size;
         // Link the new objects in address order, ending in the old list.
         // They get no free key: only a block that was handed out and freed
