@@ -296,7 +296,7 @@ unsafe fn checked_usable(p: *mut u8, who: Caller) -> (usize, bool) {
         unsafe {
             let s = (*d).head.load(Relaxed);
             if !s.is_null() {
-                if classes::object_index((*s).class as usize, a - section::page_addr(s)).is_none() {
+                if slab::slab::object_index(s, a - section::page_addr(s)).is_none() {
                     report::fatal(invalid, p);
                 }
                 if who == Caller::Realloc && (p as *const usize).add(1).read() == state::free_key()

@@ -142,7 +142,11 @@ pub struct Page {
     pub flags: u8,
     /// Slab: size class index.
     pub class: u8,
-    _pad: [u8; 3],
+    /// Slab: the class's [`crate::slab::classes::ClassInfo`] `shift`.
+    pub obj_shift: u8,
+    /// Slab: the class's [`crate::slab::classes::ClassInfo`] `inverse`,
+    /// here so the free path's object check needs no table.
+    pub obj_inverse: u16,
     /// Buddy: tick epoch when it became free. Large: pages in use.
     /// Slab: objects handed out and not yet freed back to this slab.
     pub aux: u32,
@@ -184,7 +188,8 @@ impl Page {
             migratetype: 0,
             flags: 0,
             class: 0,
-            _pad: [0; 3],
+            obj_shift: 0,
+            obj_inverse: 0,
             aux: 0,
             reserved: 0,
             capacity: 0,

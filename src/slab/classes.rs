@@ -135,52 +135,48 @@ const fn build_capacity() -> [u16; NR_CLASSES] {
 /// Objects per slab of each class.
 pub static CAPACITY: [u16; NR_CLASSES] = build_capacity();
 
-/// Shift of the reciprocals below.
-pub const RECIP_SHIFT: u32 = 32;
-
-const fn build_recip() -> [u64; NR_CLASSES] {
-    let sizes = build_sizes();
-    let mut r = [0u64; NR_CLASSES];
-    let mut c = 0;
-    while c < NR_CLASSES {
-        // ceil(2^32 / size): exact division for offsets below 2^19.
-        r[c] = (1u64 << RECIP_SHIFT).div_ceil(sizes[c] as u64);
-        c += 1;
+/// The inverse of odd `d` modulo 2^16 (Newton's iteration: each step
+/// doubles the correct low bits, from 3 to more than 16).
+const fn inverse_mod_2_16(d: u16) -> u16 {
+    assert!(d % 2 == 1);
+    let mut inv = d;
+    let mut i = 0;
+    while i < 3 {
+        inv = inv.wrapping_mul(2u16.wrapping_sub(d.wrapping_mul(inv)));
+        i += 1;
     }
-    r
+    inv
 }
 
-/// `ceil(2^32 / size)` per class: `off / size` without a division.
-pub static RECIP: [u64; NR_CLASSES] = build_recip();
-
-/// What the free path needs of a class, in one 8-byte load.
+/// What the free path needs of a class to tell whether an offset starts an
+/// object, with one multiply and no division (Granlund and Montgomery's
+/// divisibility test, on 16 bits since a slab is at most 32 KiB): for
+/// `size = odd << shift` and an offset `off` < 2^16,
+/// `q = (off * inverse(odd)).rotate_right(shift)` (mod 2^16) equals
+/// `off / size` when `size` divides `off`, and exceeds `(2^16 - 1) / size`
+/// otherwise — so `q < capacity` is exactly "off starts one of the
+/// objects". `slab::init` copies both into the slab's descriptor.
 #[derive(Clone, Copy)]
-#[repr(C, align(8))]
 pub struct ClassInfo {
-    /// `ceil(2^32 / size)`.
-    pub recip: u32,
-    /// Object size.
-    pub size: u16,
-    /// Objects per slab.
-    pub capacity: u16,
+    /// The inverse of the odd part of the size, modulo 2^16.
+    pub inverse: u16,
+    /// Trailing zero bits of the size.
+    pub shift: u8,
 }
 
 const fn build_info() -> [ClassInfo; NR_CLASSES] {
     let sizes = build_sizes();
-    let recip = build_recip();
-    let cap = build_capacity();
     let mut t = [ClassInfo {
-        recip: 0,
-        size: 0,
-        capacity: 0,
+        inverse: 0,
+        shift: 0,
     }; NR_CLASSES];
     let mut c = 0;
     while c < NR_CLASSES {
-        assert!(recip[c] < (1 << 32) && sizes[c] < (1 << 16));
+        let size = sizes[c];
+        let shift = size.trailing_zeros();
         t[c] = ClassInfo {
-            recip: recip[c] as u32,
-            size: sizes[c] as u16,
-            capacity: cap[c],
+            inverse: inverse_mod_2_16((size >> shift) as u16),
+            shift: shift as u8,
         };
         c += 1;
     }
@@ -190,20 +186,22 @@ const fn build_info() -> [ClassInfo; NR_CLASSES] {
 /// Per-class facts for the free path.
 pub static CLASS_INFO: [ClassInfo; NR_CLASSES] = build_info();
 
-/// The index of the object at byte offset `off` of a slab of class `c`,
-/// if `off` is exactly the start of an object (no division).
+/// The index of the object at byte offset `off` < 2^16 of a slab whose
+/// class has `inverse`, `shift` and `capacity`, if `off` is exactly the start of an
+/// object (see [`ClassInfo`]).
 #[inline(always)]
-pub fn object_index(c: usize, off: usize) -> Option<usize> {
-    debug_assert!(c < NR_CLASSES);
-    // SAFETY: c is a class index stored in a slab descriptor by
-    // `slab::init`, always < NR_CLASSES.
-    let info = unsafe { *CLASS_INFO.get_unchecked(c) };
-    let idx = ((off as u64 * u64::from(info.recip)) >> RECIP_SHIFT) as usize;
-    if idx * info.size as usize == off && idx < info.capacity as usize {
-        Some(idx)
-    } else {
-        None
-    }
+pub fn object_index(inverse: u16, shift: u8, capacity: u16, off: usize) -> Option<usize> {
+    debug_assert!(off < 1 << 16);
+    let q = (off as u16)
+        .wrapping_mul(inverse)
+        .rotate_right(u32::from(shift));
+    (q < capacity).then_some(q as usize)
+}
+
+/// [`object_index`] for class `c`.
+pub fn object_index_of_class(c: usize, off: usize) -> Option<usize> {
+    let info = CLASS_INFO[c];
+    object_index(info.inverse, info.shift, CAPACITY[c], off)
 }
 
 /// The smallest class that holds `size` bytes at alignment `align` (a power
@@ -225,6 +223,8 @@ pub fn slab_align(c: usize) -> usize {
 }
 
 const _: () = assert!(NR_CLASSES <= 255);
+// Slab offsets fit the 16-bit object check.
+const _: () = assert!(PAGE_SIZE << crate::config::PAGE_ALLOC_COSTLY_ORDER <= 1 << 16);
 const _: () = assert!(PAGE_SHIFT == 12);
 
 #[cfg(test)]
@@ -274,14 +274,26 @@ mod tests {
     }
 
     #[test]
-    fn reciprocals_divide_exactly() {
+    fn object_index_is_exact_at_every_offset() {
         for c in 0..NR_CLASSES {
             let size = CLASS_SIZE[c] as usize;
             let slab = PAGE_SIZE << SLAB_ORDER[c];
             for off in 0..slab {
                 let want =
                     (off % size == 0 && off / size < CAPACITY[c] as usize).then(|| off / size);
-                assert_eq!(object_index(c, off), want, "class {size} off {off}");
+                assert_eq!(
+                    object_index_of_class(c, off),
+                    want,
+                    "class {size} off {off}"
+                );
+            }
+            // Offsets past the slab are never objects.
+            for off in [slab, slab + size, (1 << 16) - size, (1 << 16) - 1] {
+                assert_eq!(
+                    object_index_of_class(c, off),
+                    None,
+                    "class {size} off {off:#x}"
+                );
             }
         }
     }

@@ -20,7 +20,7 @@ use crate::report;
 use crate::section::{offset_in_block, page_addr};
 use crate::state;
 
-use classes::{class_of, object_index, CLASS_SIZE};
+use classes::{class_of, CLASS_SIZE};
 use heap::Heap;
 
 /// Allocates `size` ≤ SMALL_MAX bytes. Null when out of memory.
@@ -64,11 +64,10 @@ pub unsafe fn free(p: *mut u8, slab: *mut Page) {
     // SAFETY: slab is a live slab head (its page descriptor said so); the
     // object check below proves p starts an object of it before we write.
     unsafe {
-        let class = (*slab).class as usize;
         let obj = p as *mut usize;
         let key = state::free_key();
         let h = tls::heap();
-        if object_index(class, offset_in_block(p as usize, slab)).is_some()
+        if slab::object_index(slab, offset_in_block(p as usize, slab)).is_some()
             && obj.add(1).read() != key
             && (*slab).owner.load(Relaxed) == h.cast()
         {
@@ -104,8 +103,7 @@ unsafe fn push_local(h: *mut Heap, slab: *mut Page, p: *mut u8, key: usize) {
 unsafe fn free_other(p: *mut u8, slab: *mut Page, h: *mut Heap) {
     // SAFETY: as in `free`; the checks are repeated here in full.
     unsafe {
-        let class = (*slab).class as usize;
-        if object_index(class, p as usize - page_addr(slab)).is_none() {
+        if slab::object_index(slab, p as usize - page_addr(slab)).is_none() {
             report::fatal("free(): invalid pointer (not the start of a block)", p);
         }
         let obj = p as *mut usize;
@@ -197,6 +195,12 @@ pub fn check_quiescent() -> (usize, usize) {
                 "slab of the wrong order"
             );
             assert_eq!((*d).capacity, classes::CAPACITY[class]);
+            let info = classes::CLASS_INFO[class];
+            assert_eq!(
+                ((*d).obj_inverse, (*d).obj_shift),
+                (info.inverse, info.shift),
+                "object check of another class"
+            );
             assert!((*d).reserved <= (*d).capacity);
             let owner = (*d).owner.load(Relaxed) as usize;
             assert!(heaps[..nheaps].contains(&owner), "slab owned by no heap");

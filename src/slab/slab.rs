@@ -53,7 +53,7 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) {
     // SAFETY: the caller owns the block and all its descriptors.
     unsafe {
         (*head).order = order as u8;
-        (*head).class = class as u8;
+        set_class(head, class);
         (*head).flags = 0;
         (*head).aux = 0;
         (*head).reserved = 0;
@@ -76,6 +76,40 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) {
     }
 }
 
+/// Writes the class and what the free path's object check needs of it.
+///
+/// # Safety
+/// The caller owns the slab's descriptor.
+unsafe fn set_class(head: *mut Page, class: usize) {
+    let info = super::classes::CLASS_INFO[class];
+    // SAFETY: forwarded contract.
+    unsafe {
+        (*head).class = class as u8;
+        (*head).obj_inverse = info.inverse;
+        (*head).obj_shift = info.shift;
+        (*head).capacity = CAPACITY[class];
+    }
+}
+
+/// The index of the object starting at byte offset `off` of the slab, if
+/// one does (one multiply, no table: see `classes::ClassInfo`).
+///
+/// # Safety
+/// `slab` is a live slab's head descriptor and `off` is less than the
+/// slab's size.
+#[inline(always)]
+pub unsafe fn object_index(slab: *const Page, off: usize) -> Option<usize> {
+    // SAFETY: forwarded contract; the fields were set by init together.
+    unsafe {
+        super::classes::object_index(
+            (*slab).obj_inverse,
+            (*slab).obj_shift,
+            (*slab).capacity,
+            off,
+        )
+    }
+}
+
 /// Sets up an empty slab of the same order again for another `class`: its
 /// objects are forgotten and carved anew from the untouched tail.
 ///
@@ -88,9 +122,8 @@ pub unsafe fn reinit(head: *mut Page, class: usize) {
         debug_assert_eq!((*head).aux, 0);
         debug_assert_eq!(super::classes::SLAB_ORDER[class], (*head).order);
         debug_assert_eq!((*head).thread_free.load(Relaxed), 0);
-        (*head).class = class as u8;
+        set_class(head, class);
         (*head).reserved = 0;
-        (*head).capacity = CAPACITY[class];
         (*head).free = core::ptr::null_mut();
     }
 }
