@@ -4,8 +4,8 @@
 //! epoch, decays every pageset's auto-tuned high and drains the excess
 //! (`decay_pcp_high`), drains pagesets that stayed idle for a few ticks,
 //! clears ZONE_BELOW_HIGH once the zone is above its high watermark again,
-//! sweeps abandoned thread heaps, and gives free memory that stayed idle
-//! for a tick back to the OS.
+//! takes back the slabs thread heaps parked, sweeps abandoned thread heaps,
+//! and gives free memory that stayed idle for a tick back to the OS.
 //!
 //! By default a background thread runs it. The thread is created lazily —
 //! once the heap has grown past [`BACKGROUND_MIN_BYTES`] or a second thread
@@ -60,6 +60,7 @@ pub fn tick() -> usize {
         ps.tick(&ZONE, &k);
     });
     ZONE.clear_below_high_if_ok();
+    heap::release_parked_everywhere();
     heap::collect_abandoned();
     ZONE.release_idle(1, ZONE.wmark(WMARK_HIGH))
 }

@@ -52,7 +52,13 @@ fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         crate::maint::on_slow_path();
         // SAFETY: as above.
-        large::alloc_large(size, align, zero, unsafe { (*h).pageset })
+        let pcp = unsafe { (*h).pageset };
+        let p = large::alloc_large(size, align, zero, pcp);
+        if p.is_null() && heap::release_parked_everywhere() > 0 {
+            // At the memory limit: the slabs other threads parked first.
+            return large::alloc_large(size, align, zero, pcp);
+        }
+        p
     } else {
         if !state::ensure_init() {
             return core::ptr::null_mut();

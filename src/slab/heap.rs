@@ -26,8 +26,8 @@
 //! allocator for the same reason. It is bounded (60 KiB), given back on
 //! the same tick boundaries as parked slabs, and at thread exit.
 //!
-//! Emptied slabs are parked on `empty[order]` rather than sent straight
-//! back: a class that shrinks and grows again — a loop allocating and
+//! Emptied slabs are parked (`parked.rs`: per order) rather than sent
+//! straight back: a class that shrinks and grows again — a loop allocating and
 //! freeing a few thousand objects — would otherwise pay a round trip
 //! through the pageset per slab (and, when a burst of slab frees trips
 //! free_high, through the zone lock). Any class of the same slab order can
@@ -38,20 +38,23 @@
 //! the heap then has to ask for grows `park_high` by its size, up to what
 //! was given back (the refill half), to PARK_HIGH_MAX at most and not
 //! while the zone is below its high watermark; it decays by 1/8 a tick.
-//! The owner gives every parked slab back once a tick (it notices the tick
-//! on its slow paths), and collect() (thread exit, trim, the sweep of
-//! abandoned heaps) gives them all back.
+//! Parked slabs go back once a tick — the tick takes them from every heap,
+//! so an idle thread does not keep them, and the owner gives back what is
+//! left when it notices the tick on its slow path — and collect() (thread
+//! exit, trim, the sweep of abandoned heaps) gives them all back. When the
+//! memory limit is reached, an allocation takes every heap's parked slabs
+//! back before it fails.
 //!
 //! Invariants: a slab of this heap that is not current and not IN_FULL is
-//! on `partial[class]` and has a free object, or on `empty[order]` and has
-//! none; `aux` counts the slab's live objects plus those waiting on
-//! `thread_free`; `empty_bytes` is the size of all parked slabs and at
-//! most `park_high` ≤ PARK_HIGH_MAX.
+//! on `partial[class]` and has a free object, or parked and has none;
+//! `aux` counts the slab's live objects plus those waiting on
+//! `thread_free`; the parked slabs add up to at most `park_high` ≤
+//! PARK_HIGH_MAX.
 
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
-use crate::config::{NR_PCP_ORDERS, PAGE_SIZE};
+use crate::config::PAGE_SIZE;
 use crate::page::{flags, MigrateType, Page, PageList};
 use crate::pages;
 use crate::pcp::{pool, Pageset};
@@ -60,6 +63,7 @@ use crate::sync::{bump, Locked};
 use crate::tunables::{PcpMode, SETTINGS};
 
 use super::classes::{NR_CLASSES, SLAB_ORDER};
+use super::parked::Parked;
 use super::slab;
 use super::tls;
 
@@ -85,10 +89,8 @@ pub struct Heap {
     pub current: [*mut Page; NR_CLASSES],
     /// Partial slabs per class, excluding the current one.
     pub partial: [PageList; NR_CLASSES],
-    /// Empty slabs parked per slab order.
-    pub empty: [PageList; NR_PCP_ORDERS],
-    /// Bytes of all parked empty slabs.
-    pub empty_bytes: usize,
+    /// Emptied slabs kept for reuse (see `parked.rs`).
+    pub parked: Parked,
     /// How many bytes of empty slabs may be parked: auto-tuned like a
     /// pageset's `high` (see `park_or_retire`).
     pub park_high: usize,
@@ -150,8 +152,7 @@ impl Heap {
         Heap {
             current: [addr_of!(EMPTY_SLAB) as *mut Page; NR_CLASSES],
             partial: [const { PageList::new() }; NR_CLASSES],
-            empty: [const { PageList::new() }; NR_PCP_ORDERS],
-            empty_bytes: 0,
+            parked: Parked::new(),
             park_high: PARK_HIGH_MIN,
             park_missed: 0,
             tick_seen: 0,
@@ -399,12 +400,8 @@ unsafe fn process_delayed(h: *mut Heap) {
 unsafe fn park_or_retire(h: *mut Heap, s: *mut Page) {
     // SAFETY: forwarded contract; owner-only fields.
     unsafe {
-        let bytes = PAGE_SIZE << (*s).order;
-        if (*h).empty_bytes + bytes <= (*h).park_high {
-            (*h).empty_bytes += bytes;
-            (*h).empty[(*s).order as usize].push_front(s);
-        } else {
-            (*h).park_missed += bytes;
+        if !(*h).parked.park(s, (*h).park_high) {
+            (*h).park_missed += PAGE_SIZE << (*s).order;
             retire(h, s);
         }
     }
@@ -465,22 +462,52 @@ pub unsafe fn flush_block_cache(h: *mut Heap) {
 /// # Safety
 /// The caller owns `h`.
 unsafe fn release_empty(h: *mut Heap) {
-    // SAFETY: owner-only access; parked slabs have no live object.
-    unsafe {
-        if (*h).empty_bytes == 0 {
-            return;
-        }
-        for order in 0..NR_PCP_ORDERS {
-            loop {
-                let s = (*h).empty[order].pop_front();
-                if s.is_null() {
-                    break;
-                }
-                retire(h, s);
+    // SAFETY: forwarded contract.
+    unsafe { retire_chain(h, (*h).parked.take_all(true), false) };
+}
+
+/// Gives back the parked slabs of every heap whose parking lock is free —
+/// the maintenance tick's share, so a thread that went idle does not keep
+/// them — straight to the zone. Returns how many slabs went back.
+pub fn release_parked_everywhere() -> usize {
+    let mut n = 0;
+    for_each(|h| {
+        // SAFETY: heaps live forever; take_all hands us their parked slabs.
+        unsafe {
+            let chain = (*h).parked.take_all(false);
+            if !chain.is_null() {
+                n += retire_chain(h, chain, true);
             }
         }
-        (*h).empty_bytes = 0;
+    });
+    n
+}
+
+/// Gives back a chain (through `next`) of empty slabs of `h`, to the
+/// heap's pageset or, with `to_zone`, to the zone. Returns the count.
+///
+/// # Safety
+/// The slabs are empty slabs of `h` that the caller took off every list.
+unsafe fn retire_chain(h: *mut Heap, mut s: *mut Page, to_zone: bool) -> usize {
+    let mut n = 0;
+    // SAFETY: forwarded contract; each block goes back whole.
+    unsafe {
+        while !s.is_null() {
+            let next = (*s).next;
+            (*s).next = ptr::null_mut();
+            if to_zone {
+                let order = u32::from((*s).order);
+                slab::fini(s);
+                ZONE.free(s, order);
+                bump(&(*h).slabs_retired, 1);
+            } else {
+                retire(h, s);
+            }
+            n += 1;
+            s = next;
+        }
     }
+    n
 }
 
 /// Gives an empty slab back to the page allocator.
@@ -546,9 +573,8 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
                 continue;
             }
             let order = u32::from(SLAB_ORDER[class]);
-            let parked = (*h).empty[order as usize].pop_front();
+            let parked = (*h).parked.take(order);
             if !parked.is_null() {
-                (*h).empty_bytes -= PAGE_SIZE << order;
                 if (*parked).class as usize != class {
                     slab::reinit(parked, class);
                 }
@@ -556,7 +582,10 @@ pub unsafe fn alloc_slow(h: *mut Heap, class: usize) -> *mut u8 {
                 continue;
             }
             grow_park_high(h, PAGE_SIZE << order);
-            let head = pages::alloc_pages(order, MigrateType::Unmovable, (*h).pageset);
+            let mut head = pages::alloc_pages(order, MigrateType::Unmovable, (*h).pageset);
+            if head.is_null() && release_parked_everywhere() > 0 {
+                head = pages::alloc_pages(order, MigrateType::Unmovable, (*h).pageset);
+            }
             if head.is_null() {
                 return ptr::null_mut();
             }
@@ -631,6 +660,10 @@ pub fn for_each(mut f: impl FnMut(*mut Heap)) {
 /// Takes the abandoned-list lock before fork.
 pub fn before_fork() {
     core::mem::forget(ABANDONED.lock());
+    // No heap is created while ABANDONED is held (acquire_heap takes it
+    // first), so after_fork releases exactly the locks taken here.
+    // SAFETY: heaps live forever.
+    for_each(|h| unsafe { (*h).parked.before_fork() });
 }
 
 /// After fork: releases the lock (parent) or resets it and marks every
@@ -652,6 +685,7 @@ pub unsafe fn after_fork(child: bool) {
     // SAFETY: held since before_fork in this thread. The parent must wake
     // threads that queued on the lock meanwhile; the child has none.
     unsafe {
+        for_each(|h| (*h).parked.after_fork());
         if child {
             ABANDONED.lock.force_unlock();
         } else {

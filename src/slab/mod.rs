@@ -9,6 +9,7 @@
 
 pub mod classes;
 pub mod heap;
+pub mod parked;
 #[allow(clippy::module_inception)]
 pub mod slab;
 pub mod tls;
@@ -246,19 +247,14 @@ pub fn check_quiescent() -> (usize, usize) {
                 }
             }
             let mut parked = 0;
-            for order in 0..crate::config::NR_PCP_ORDERS {
-                (*h).empty[order].check();
-                let mut e = (*h).empty[order].first();
-                while !e.is_null() {
-                    assert_eq!((*e).aux, 0, "a parked slab with live objects");
-                    assert_eq!((*e).order as usize, order, "parked on the wrong list");
-                    assert_eq!((*e).owner.load(Relaxed), h.cast());
-                    parked += crate::config::PAGE_SIZE << order;
-                    e = (*e).next;
-                }
-            }
-            assert_eq!(parked, (*h).empty_bytes, "parked bytes miscounted");
-            assert!((*h).empty_bytes <= (*h).park_high);
+            (*h).parked.for_each(|e, order| {
+                assert_eq!((*e).aux, 0, "a parked slab with live objects");
+                assert_eq!((*e).order as usize, order, "parked on the wrong list");
+                assert_eq!((*e).owner.load(Relaxed), h.cast());
+                parked += crate::config::PAGE_SIZE << order;
+            });
+            assert_eq!(parked, (*h).parked.bytes(), "parked bytes miscounted");
+            assert!(parked <= (*h).park_high);
             assert!((*h).park_high <= heap::PARK_HIGH_MAX);
         }
     }
