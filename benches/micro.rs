@@ -8,7 +8,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use pcpalloc::{MigrateType, PcpAlloc};
+use pcpalloc::internals::{self, MigrateType};
+use pcpalloc::PcpAlloc;
 
 const SIZES: [usize; 5] = [16, 64, 256, 1024, 16384];
 
@@ -67,21 +68,21 @@ fn pages(c: &mut Criterion) {
     for order in 0..=3u32 {
         g.bench_with_input(BenchmarkId::new("pcp", order), &order, |b, &o| {
             b.iter(|| {
-                let p = pcpalloc::alloc_pages(o, MigrateType::Movable);
+                let p = internals::alloc_pages(o, MigrateType::Movable);
                 // SAFETY: a block of this order, freed at once.
                 unsafe {
                     black_box(p).write(1);
-                    pcpalloc::free_pages(p, o);
+                    internals::free_pages(p);
                 }
             })
         });
         g.bench_with_input(BenchmarkId::new("zone", order), &order, |b, &o| {
             b.iter(|| {
-                let p = pcpalloc::alloc_pages_zone(o, MigrateType::Movable);
+                let p = internals::alloc_pages_zone(o, MigrateType::Movable);
                 // SAFETY: as above.
                 unsafe {
                     black_box(p).write(1);
-                    pcpalloc::free_pages_zone(p, o);
+                    internals::free_pages_zone(p, o);
                 }
             })
         });

@@ -1,6 +1,6 @@
 //! pcpalloc: a malloc whose page layer is the Linux kernel page allocator
 //! brought to userspace — buddy zones behind per-CPU page caches that tune
-//! themselves as the kernel's do (see DESIGN.md and the seeds).
+//! themselves as the kernel's do.
 //!
 //! Use it as the global allocator:
 //!
@@ -11,70 +11,175 @@
 //!
 //! or from C with `LD_PRELOAD=libpcpalloc.so` (the `cdylib/` crate).
 //!
-//! Layers, each calling only the one below:
+//! Layers, each calling only the ones below:
 //!
 //! ```text
 //!   malloc API / GlobalAlloc       malloc.rs, global.rs
+//!   runtime (the composition root) runtime/: init, threads, fork, tick
 //!   small objects (slabs, heaps)   slab/
-//!   large and huge blocks          large.rs
-//!   page allocator front           pages.rs
+//!   large and huge blocks          large/
+//!   page allocator (values)        pages.rs, maint.rs
 //!   per-CPU pagesets (PCP)         pcp/
 //!   buddy zone                     zone/
 //!   sections + page descriptors    section.rs, page.rs
-//!   OS                             sys/
+//!   OS, locks, helpers             sys/, sync/, util/, meta.rs
 //! ```
 //!
-//! The maintenance tick (`maint.rs`), fork handling (`fork.rs`), the stats
-//! report (`stats.rs`) and the tunables (`tunables.rs`) sit beside them.
+//! The stats snapshot (`stats.rs`) and the tunables (`tunables.rs`) sit
+//! beside them.
 
 #![warn(missing_docs)]
 
-pub mod config;
-pub mod fork;
-pub mod global;
-pub mod large;
-pub mod maint;
-pub mod malloc;
-pub mod meta;
-pub mod page;
-pub mod pages;
-pub mod pcp;
-pub mod report;
-pub mod section;
-pub mod slab;
-pub mod state;
-pub mod stats;
-pub mod sync;
-pub mod sys;
-pub mod tunables;
-pub mod util;
-pub mod zone;
+mod geometry;
+mod global;
+mod large;
+mod maint;
+mod malloc;
+mod meta;
+mod page;
+mod pages;
+mod pcp;
+mod report;
+mod runtime;
+mod section;
+mod slab;
+mod stats_report;
+mod sync;
+mod sys;
+mod tunables;
+mod util;
+mod zone;
 
-pub use global::{alloc_pages, alloc_pages_zone, free_pages, free_pages_zone, trim, PcpAlloc};
-pub use page::MigrateType;
-pub use stats::{snapshot as stats, Stats};
+pub use global::PcpAlloc;
 
-/// Runs the invariant checks that hold at any moment: the zone's free
-/// lists and descriptors, and every pageset's lists (each under its lock).
-/// Panics on a broken invariant; returns the zone walk.
-pub fn check_invariants() -> zone::ZoneWalk {
-    pcp::pool::for_each(|ps| {
-        ps.check();
-    });
-    state::ZONE.check_invariants()
+/// A snapshot of the allocator's counters, taken without allocating (see
+/// [`stats::Stats`]).
+pub fn stats() -> stats::Stats {
+    runtime::stats()
 }
 
-/// Every invariant check, including those that only hold while no thread
-/// allocates or frees: pages cached in pagesets match their counts, and
-/// every slab's objects are accounted for (see `slab::check_quiescent`).
-/// Returns (slabs, objects in use).
-pub fn check_invariants_quiescent() -> (usize, usize) {
-    let mut cached = 0;
-    pcp::pool::for_each(|ps| cached += ps.check());
-    let walk = state::ZONE.check_invariants();
-    assert_eq!(
-        walk.pcp, cached,
-        "pages on pageset lists disagree with pageset counts"
-    );
-    slab::check_quiescent()
+/// Gives everything cached back: empty slabs, pagesets, and all free memory
+/// to the OS. Returns the bytes released to the OS.
+pub fn trim() -> usize {
+    runtime::trim()
+}
+
+/// The types of a stats snapshot.
+pub mod stats {
+    pub use crate::large::huge::HugeUsage;
+    pub use crate::pcp::{tune::PcpState, PcpCounters};
+    pub use crate::stats_report::{PagesetStats, Stats, MAX_REPORTED_PAGESETS};
+    pub use crate::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
+}
+
+/// What the tests, the benchmarks and the replay use of the insides. Not
+/// an API: it changes with the code.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::geometry::*;
+    pub use crate::large::huge::HugeBlocks;
+    pub use crate::maint::{tick as run_tick, TickWork};
+    /// The malloc family with C semantics.
+    pub mod malloc {
+        pub use crate::malloc::*;
+    }
+    pub use crate::page::{LargeBlock, MigrateType, Page, PageKind, PageList};
+    pub use crate::pages::{PageAllocator, Pages};
+    pub use crate::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
+    pub use crate::runtime::tick::{background_running, pause, tick};
+    pub use crate::runtime::{
+        check_invariants, check_invariants_quiescent, ensure_init, print_stats,
+    };
+    pub use crate::section::{desc_of, page_addr};
+    pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
+    pub use crate::slab::heap::{Local, PARK_HIGH_MAX, PARK_HIGH_MIN};
+    pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
+    pub use crate::stats_report::contention_percent;
+    pub use crate::sys::{current_cpu, inject_map_failures};
+    pub use crate::tunables::{
+        FreeCountMode, FreeHighThreshold, Heuristics, Knobs, PcpMode, SETTINGS, TUNABLES,
+    };
+    pub use crate::zone::{StealRules, Zone, ZoneConfig, ZoneWalk};
+
+    use crate::page::LargeBlock as Block;
+    use crate::runtime::{self, PAGES};
+
+    /// The allocator's own page allocator.
+    pub fn page_allocator() -> &'static PageAllocator {
+        &PAGES
+    }
+
+    /// The allocator's own thread heaps.
+    pub fn heaps() -> &'static HeapRegistry {
+        &runtime::HEAPS
+    }
+
+    /// The knobs in force in the allocator's pagesets.
+    pub fn knobs() -> Knobs {
+        PAGES.knobs()
+    }
+
+    /// Replaces the knobs at run time (the benchmark's ablation).
+    pub fn set_knobs(k: Knobs) {
+        PAGES.set_knobs(k);
+    }
+
+    /// The calling thread's heap, if it has one.
+    pub fn current_heap() -> Option<&'static Heap> {
+        let h = runtime::tls::heap();
+        // SAFETY: heaps live forever.
+        let h = unsafe { &*h };
+        (!h.is_empty_heap()).then_some(h)
+    }
+
+    /// Allocates a naturally aligned block of `2^order` pages of
+    /// migratetype `mt` through this CPU's pageset (orders ≤ 3). Null when
+    /// out of memory. Free it with [`free_pages`].
+    pub fn alloc_pages(order: u32, mt: MigrateType) -> *mut u8 {
+        let h = runtime::thread_heap();
+        if h.is_null() || order > MAX_PAGE_ORDER {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: h is this thread's heap.
+        let pages = unsafe { runtime::pages_of(&*h) };
+        page_out(pages.alloc(order, mt), order)
+    }
+
+    /// Like [`alloc_pages`] but straight from the zone, bypassing the
+    /// pagesets (every call takes the zone lock): the "PCP off" baseline.
+    pub fn alloc_pages_zone(order: u32, mt: MigrateType) -> *mut u8 {
+        if order > MAX_PAGE_ORDER || !ensure_init() {
+            return core::ptr::null_mut();
+        }
+        page_out(PAGES.zone.alloc(order, mt), order)
+    }
+
+    fn page_out(head: *mut Page, order: u32) -> *mut u8 {
+        if head.is_null() {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: the block is ours.
+        unsafe { Block::make(head, order, 1 << order, 0) };
+        page_addr(head) as *mut u8
+    }
+
+    /// Frees a block from [`alloc_pages`] (or [`alloc_pages_zone`]).
+    ///
+    /// # Safety
+    /// `p` came from `alloc_pages*` and is not used again.
+    pub unsafe fn free_pages(p: *mut u8) {
+        // SAFETY: forwarded contract; free handles a Large head.
+        unsafe { malloc::free(p) };
+    }
+
+    /// Frees a block straight to the zone (the "PCP off" baseline).
+    ///
+    /// # Safety
+    /// `p` came from `alloc_pages*` with this `order` and is not used
+    /// again.
+    pub unsafe fn free_pages_zone(p: *mut u8, order: u32) {
+        let d = desc_of(p as usize);
+        // SAFETY: p heads a Large block of ours with this order (contract).
+        unsafe { PAGES.zone.free(Block::unmake(d.cast()), order) };
+    }
 }

@@ -1,167 +1,42 @@
-//! The maintenance tick: our vmstat_update worker and kswapd in one.
+//! One maintenance tick over an allocator's parts: our vmstat_update worker
+//! and kswapd in one. It names no global: the runtime runs it on its own
+//! allocator every `PCPALLOC_DECAY_MS`, and the replay runs it on virtual
+//! time.
 //!
-//! Every tick (`PCPALLOC_DECAY_MS`, 1 s by default) it advances the zone's
-//! epoch, decays every pageset's auto-tuned high and drains the excess
+//! Each tick advances the zone's epoch (the tick count everyone compares
+//! against), decays every pageset's auto-tuned high and drains the excess
 //! (`decay_pcp_high`), drains pagesets that stayed idle for a few ticks,
 //! clears ZONE_BELOW_HIGH once the zone is above its high watermark again,
 //! takes back the slabs thread heaps parked, sweeps abandoned thread heaps,
 //! and gives free memory that stayed idle for a tick back to the OS.
-//!
-//! By default a background thread runs it. The thread is created lazily —
-//! once the heap has grown past [`BACKGROUND_MIN_BYTES`] or a second thread
-//! allocates — so a small single-threaded program never gets one; until
-//! then, and always with `PCPALLOC_BACKGROUND=0`, the tick runs from
-//! allocation slow paths when it is due. The thread blocks every signal,
-//! never allocates, and is recreated in a forked child when needed.
 
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
-
-use crate::pcp::pool;
-use crate::slab::heap;
-use crate::state::{self, ZONE};
-use crate::sys;
-use crate::tunables::{self, SETTINGS};
+use crate::pages::PageAllocator;
+use crate::slab::HeapRegistry;
 use crate::zone::watermark::WMARK_HIGH;
 
-/// The heap size from which a background thread is worth having.
-pub const BACKGROUND_MIN_BYTES: usize = 16 << 20;
-
-const NOT_STARTED: u8 = 0;
-const STARTING: u8 = 1;
-const RUNNING: u8 = 2;
-const UNAVAILABLE: u8 = 3;
-
-static THREAD: AtomicU8 = AtomicU8::new(NOT_STARTED);
-static LAST_TICK_NS: AtomicU64 = AtomicU64::new(0);
-static SLOW_CALLS: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
-/// Ticks run so far.
-pub static TICKS: AtomicU64 = AtomicU64::new(0);
-
-/// Held by the tick while it runs; `pause` takes it so a caller can look at
-/// the whole allocator while nothing in the background moves (tests).
-static TICK_LOCK: crate::sync::Locked<()> = crate::sync::Locked::new(());
-
-/// Keeps the maintenance tick from running until the guard is dropped.
-pub fn pause() -> crate::sync::Guard<'static, ()> {
-    TICK_LOCK.lock()
+/// What to do besides the pagesets' own tick.
+#[derive(Clone, Copy, Debug)]
+pub struct TickWork {
+    /// Give idle free memory back to the OS (madvise).
+    pub release_memory: bool,
 }
 
-/// One maintenance tick (see the module docs). Returns the bytes given back
-/// to the OS.
-pub fn tick() -> usize {
-    if !state::is_ready() {
-        return 0;
-    }
-    let _running = TICK_LOCK.lock();
-    TICKS.fetch_add(1, Relaxed);
-    ZONE.advance_epoch();
-    let k = tunables::knobs();
-    pool::for_each(|ps| {
-        ps.tick(&ZONE, &k);
+/// Runs one tick over `pages` and `heaps`. Returns the bytes given back to
+/// the OS.
+pub fn tick(pages: &PageAllocator, heaps: &HeapRegistry, work: TickWork) -> usize {
+    let zone = &pages.zone;
+    zone.advance_epoch();
+    let k = pages.knobs();
+    pages.pagesets.for_each(|ps| {
+        ps.tick(zone, &k);
     });
-    ZONE.clear_below_high_if_ok();
-    heap::release_parked_everywhere();
-    heap::collect_abandoned();
-    ZONE.release_idle(1, ZONE.wmark(WMARK_HIGH))
-}
-
-/// Called on allocation slow paths: starts the background thread when it
-/// becomes worthwhile, or runs a due tick inline when there is none.
-#[inline]
-pub fn on_slow_path() {
-    if THREAD.load(Relaxed) == RUNNING {
-        return;
+    zone.clear_below_high_if_ok();
+    let through_cpu = pages.through(core::ptr::null(), false);
+    heaps.release_parked_everywhere(&through_cpu);
+    heaps.collect_abandoned(&through_cpu);
+    if work.release_memory {
+        zone.release_idle(1, zone.wmark(WMARK_HIGH))
+    } else {
+        0
     }
-    on_slow_path_cold();
-}
-
-/// Slow-path calls between looks at the clock.
-const CLOCK_EVERY: u32 = 64;
-
-#[cold]
-#[inline(never)]
-fn on_slow_path_cold() {
-    let n = SLOW_CALLS.load(Relaxed);
-    SLOW_CALLS.store(n.wrapping_add(1), Relaxed); // racy on purpose: a hint
-    if n % CLOCK_EVERY != 0 {
-        return;
-    }
-    let background = SETTINGS.background.load(Relaxed);
-    if background
-        && THREAD.load(Relaxed) == NOT_STARTED
-        && (ZONE.managed_pages() << crate::config::PAGE_SHIFT >= BACKGROUND_MIN_BYTES
-            || state::THREADS_SEEN.load(Relaxed) >= 2)
-    {
-        start();
-        return;
-    }
-    let now = sys::coarse_now_ns();
-    let period = u64::from(SETTINGS.decay_ms.load(Relaxed)) * 1_000_000;
-    let last = LAST_TICK_NS.load(Relaxed);
-    if last == 0 {
-        LAST_TICK_NS.store(now, Relaxed);
-    } else if now.saturating_sub(last) >= period
-        && LAST_TICK_NS
-            .compare_exchange(last, now, Relaxed, Relaxed)
-            .is_ok()
-    {
-        tick();
-    }
-}
-
-fn start() {
-    if THREAD
-        .compare_exchange(NOT_STARTED, STARTING, AcqRel, Relaxed)
-        .is_err()
-    {
-        return;
-    }
-    // SAFETY: plain pthread calls with valid out-parameters; the new thread
-    // inherits a fully blocked signal mask, ours is restored right after.
-    let ok = unsafe {
-        let mut all: libc::sigset_t = core::mem::zeroed();
-        let mut old: libc::sigset_t = core::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        libc::pthread_attr_setstacksize(&mut attr, 128 << 10);
-        let mut t: libc::pthread_t = 0;
-        let rc = libc::pthread_create(&mut t, &attr, thread_main, core::ptr::null_mut());
-        libc::pthread_attr_destroy(&mut attr);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
-        rc == 0
-    };
-    THREAD.store(if ok { RUNNING } else { UNAVAILABLE }, Release);
-}
-
-extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: prctl PR_SET_NAME with a NUL-terminated name is harmless.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"pcpalloc-tick".as_ptr()) };
-    loop {
-        let ms = u64::from(SETTINGS.decay_ms.load(Relaxed));
-        let ts = libc::timespec {
-            tv_sec: (ms / 1000) as libc::time_t,
-            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
-        };
-        // SAFETY: ts is valid; an early wake-up only makes a tick early.
-        unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) };
-        if THREAD.load(Relaxed) != RUNNING {
-            return core::ptr::null_mut();
-        }
-        tick();
-    }
-}
-
-/// Whether the background thread is running.
-pub fn background_running() -> bool {
-    THREAD.load(Relaxed) == RUNNING
-}
-
-/// In a forked child: the thread did not survive; start a new one when it
-/// is next needed.
-pub fn after_fork_child() {
-    THREAD.store(NOT_STARTED, Relaxed);
-    LAST_TICK_NS.store(0, Relaxed);
 }

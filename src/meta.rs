@@ -34,25 +34,22 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     start as *mut u8
 }
 
-/// Resets the arena lock in a forked child.
-///
-/// # Safety
-/// Only in the child after fork.
-pub unsafe fn after_fork_child() {
-    // SAFETY: forwarded contract.
-    unsafe { ARENA.lock.force_unlock() }
-}
-
-/// Takes the arena lock before fork (released by `after_fork_parent`).
-pub fn before_fork() {
+/// Takes the arena lock before fork.
+pub fn lock_for_fork() {
     ARENA.lock.lock();
 }
 
-/// Releases the lock taken by `before_fork`.
+/// Releases (parent) or resets (child) the lock [`lock_for_fork`] took.
 ///
 /// # Safety
-/// Only after `before_fork`, in the parent.
-pub unsafe fn after_fork_parent() {
-    // SAFETY: held since before_fork.
-    unsafe { ARENA.lock.unlock() }
+/// Only right after fork, having called `lock_for_fork` in this thread.
+pub unsafe fn unlock_after_fork(child: bool) {
+    // SAFETY: held since lock_for_fork in this thread.
+    unsafe {
+        if child {
+            ARENA.lock.force_unlock();
+        } else {
+            ARENA.lock.unlock();
+        }
+    }
 }

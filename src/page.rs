@@ -1,4 +1,5 @@
-//! Page descriptors: our `struct page`, and the intrusive lists built on them.
+//! Page descriptors: our `struct page`, the typed views laid over it, and
+//! the intrusive lists built on them.
 //!
 //! Every 4 KiB page of a section has a 64-byte descriptor at a fixed place
 //! in the section's first MAX_ORDER block (see [`crate::section`]). As in
@@ -6,29 +7,30 @@
 //! carries state; every other descriptor is `PageKind::None` with all fields
 //! zero, except the tail pages of a slab, which point at their head.
 //!
-//! Which fields mean what depends on `kind` (the kernel overlays a union the
-//! same way):
+//! The first 32 bytes are common to every kind: kind, order, migratetype,
+//! flags, a 32-bit word, the list links and `head`. What the word and the
+//! last 32 bytes mean depends on the kind, so each user of a descriptor
+//! sees it through a view with named fields — as the kernel overlays
+//! `struct slab` on `struct page`:
 //!
-//! | kind          | order | migratetype | aux          | next/prev         | slab fields |
-//! |---------------|-------|-------------|--------------|-------------------|-------------|
-//! | `Buddy`       | yes   | free list   | free epoch   | free_area list    | -           |
-//! | `Pcp`         | yes   | pcp list    | -            | pcp list          | -           |
-//! | `Isolated`    | yes   | free list   | -            | private list      | -           |
-//! | `Large`       | yes   | -           | pages in use | -                 | -           |
-//! | `Slab`        | yes   | -           | used objects | heap's slab list  | all         |
-//! | `SlabTail`    | -     | -           | -            | -                 | `head` only |
-//! | `Cached`      | yes   | -           | -            | -                 | -           |
+//! | kind                   | view                    | the word         | bytes 32..64 |
+//! |------------------------|-------------------------|------------------|--------------|
+//! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
+//! | `Large`/`Cached`/`Huge`  | [`LargeBlock`]        | `pages`          | `len` (huge) |
+//! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
+//! | `SlabTail`             | [`Page`]                | -                | -            |
 //!
 //! Locking: a descriptor belongs to whoever owns its block: the zone lock
 //! for `Buddy`/`Isolated`, the pageset lock for `Pcp`, the owning thread
 //! heap for `Slab` (except `thread_free`, which remote threads push to
-//! atomically), and the caller for `Large`. `kind` and `head` are atomics
-//! because the free path reads them before it knows who the owner is.
+//! atomically), and the caller for `Large` and `Huge`. `kind` and `head`
+//! are atomics because the free path reads them before it knows who the
+//! owner is.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering::Relaxed};
 
-use crate::config::{NR_PCP_ORDERS, PAGE_DESC_SIZE};
+use crate::geometry::{NR_PCP_ORDERS, PAGE_DESC_SIZE};
 
 /// What a page descriptor currently describes.
 #[repr(u8)]
@@ -52,11 +54,17 @@ pub enum PageKind {
     /// Head of a freed large block parked in its thread heap's one-block
     /// cache (see `slab/heap.rs`); not free, not allocated.
     Cached = 7,
+    /// Head of a huge block: the only block of a huge section (see
+    /// `large/huge.rs`), handed out.
+    Huge = 8,
+    /// Head of a freed huge block kept for reuse in the huge-block cache.
+    HugeCached = 9,
 }
 
 impl PageKind {
+    /// The kind stored as `v`.
     #[inline]
-    fn from_u8(v: u8) -> PageKind {
+    pub fn from_u8(v: u8) -> PageKind {
         match v {
             1 => PageKind::Buddy,
             2 => PageKind::Pcp,
@@ -65,8 +73,23 @@ impl PageKind {
             5 => PageKind::Slab,
             6 => PageKind::SlabTail,
             7 => PageKind::Cached,
+            8 => PageKind::Huge,
+            9 => PageKind::HugeCached,
             _ => PageKind::None,
         }
+    }
+
+    /// Free or cached somewhere in the allocator: freeing such a block
+    /// again is a double free.
+    pub fn is_freed(self) -> bool {
+        matches!(
+            self,
+            PageKind::Buddy
+                | PageKind::Pcp
+                | PageKind::Isolated
+                | PageKind::Cached
+                | PageKind::HugeCached
+        )
     }
 }
 
@@ -79,7 +102,7 @@ pub enum MigrateType {
     Unmovable = 0,
     /// Page-granular user allocations.
     Movable = 1,
-    /// Pages the caller marks as droppable (Rust page API only).
+    /// Pages the caller marks as droppable (page API only).
     Reclaimable = 2,
 }
 
@@ -114,22 +137,19 @@ impl MigrateType {
     }
 }
 
-/// Descriptor flag bits (`Page::flags`).
+/// Descriptor flag bits (`flags`, every view).
 pub mod flags {
     /// The block's memory is not resident and reads as zero: fresh from the
     /// OS, or given back with madvise. Cleared as soon as it is handed out
     /// and written (the allocator's caller owns it then).
     pub const CLEAN: u8 = 1 << 0;
-    /// Slab: full, in no list; a local free or a delayed-free notice brings
-    /// it back to the partial list.
-    pub const IN_FULL: u8 = 1 << 1;
-    /// Large: the tail of the power-of-two block past `aux` pages went back
-    /// to the buddy (alloc_pages_exact); freed page range is `aux` pages.
+    /// Large: the tail of the power-of-two block past `pages` went back to
+    /// the buddy (alloc_pages_exact); the freed range is `pages` pages.
     pub const TRIMMED: u8 = 1 << 2;
 }
 
-/// One page descriptor (the kernel's `struct page`). See the module docs for
-/// which fields are meaningful in which state.
+/// One page descriptor (the kernel's `struct page`), as the zone and the
+/// pagesets see it. See the module docs for the views of other kinds.
 #[repr(C, align(64))]
 pub struct Page {
     /// A [`PageKind`].
@@ -138,37 +158,20 @@ pub struct Page {
     pub order: u8,
     /// For Buddy/Pcp/Isolated: the free list (migratetype) it sits on.
     pub migratetype: u8,
-    /// [`flags`] bits.
+    /// `flags` bits.
     pub flags: u8,
-    /// Slab: size class index.
-    pub class: u8,
-    /// Slab: the class's [`crate::slab::classes::ClassInfo`] `shift`.
-    pub obj_shift: u8,
-    /// Slab: the class's [`crate::slab::classes::ClassInfo`] `inverse`,
-    /// here so the free path's object check needs no table.
-    pub obj_inverse: u16,
-    /// Buddy: tick epoch when it became free. Large: pages in use.
-    /// Slab: objects handed out and not yet freed back to this slab.
-    pub aux: u32,
-    /// Slab: objects carved from the slab so far (the rest is untouched).
-    pub reserved: u16,
-    /// Slab: objects the slab holds.
-    pub capacity: u16,
-    /// Intrusive list links (free_area, pcp list, heap slab list, or the
-    /// delayed-free stack of a thread heap).
+    /// Buddy: the maintenance epoch when the block became free. Other
+    /// kinds: their view's word.
+    pub free_epoch: u32,
+    /// Intrusive list links (free_area, pcp list, or a view's lists).
     pub next: *mut Page,
     /// Intrusive list links (see `next`).
     pub prev: *mut Page,
     /// Slab pages: the slab's head descriptor (the head points to itself).
     /// Null for every page that is not part of a live slab.
     pub head: AtomicPtr<Page>,
-    /// Slab: the owner's free list of objects (owner-only).
-    pub free: *mut u8,
-    /// Slab: objects freed by other threads, pushed with CAS; the low bit is
-    /// [`crate::slab::slab::FULL_NOTIFY`].
-    pub thread_free: AtomicUsize,
-    /// Slab: the thread heap owning it. Fixed for the slab's life.
-    pub owner: AtomicPtr<u8>,
+    /// The kind-specific part (see the views).
+    body: [usize; 4],
 }
 
 const _: () = assert!(core::mem::size_of::<Page>() == PAGE_DESC_SIZE);
@@ -187,18 +190,11 @@ impl Page {
             order: 0,
             migratetype: 0,
             flags: 0,
-            class: 0,
-            obj_shift: 0,
-            obj_inverse: 0,
-            aux: 0,
-            reserved: 0,
-            capacity: 0,
+            free_epoch: 0,
             next: ptr::null_mut(),
             prev: ptr::null_mut(),
             head: AtomicPtr::new(ptr::null_mut()),
-            free: ptr::null_mut(),
-            thread_free: AtomicUsize::new(0),
-            owner: AtomicPtr::new(ptr::null_mut()),
+            body: [0; 4],
         }
     }
 
@@ -223,20 +219,113 @@ impl Page {
     /// Returns the descriptor to the all-zero `None` state.
     #[inline]
     pub fn reset(&mut self) {
-        self.kind.store(0, Relaxed);
-        self.order = 0;
-        self.migratetype = 0;
-        self.flags = 0;
-        self.class = 0;
-        self.aux = 0;
-        self.reserved = 0;
-        self.capacity = 0;
-        self.next = ptr::null_mut();
-        self.prev = ptr::null_mut();
-        self.head.store(ptr::null_mut(), Relaxed);
-        self.free = ptr::null_mut();
-        self.thread_free.store(0, Relaxed);
-        self.owner.store(ptr::null_mut(), Relaxed);
+        *self = Page::zeroed();
+    }
+}
+
+/// A page-granular block handed out (or cached) by the large-block layer:
+/// the view of `Large`, `Cached`, `Huge` and `HugeCached` heads.
+#[repr(C, align(64))]
+pub struct LargeBlock {
+    /// A [`PageKind`]: Large, Cached, Huge or HugeCached.
+    pub kind: AtomicU8,
+    /// Buddy order of the block (Large, Cached); 0 for huge blocks.
+    pub order: u8,
+    _migratetype: u8,
+    /// `flags` bits: TRIMMED, CLEAN.
+    pub flags: u8,
+    /// Pages the caller may use (its usable size is this × 4 KiB); for a
+    /// TRIMMED block also the range freed with it.
+    pub pages: u32,
+    _next: *mut Page,
+    _prev: *mut Page,
+    _head: AtomicPtr<Page>,
+    /// Huge blocks: bytes of the block's mapping (at least `pages` pages).
+    pub len: usize,
+    _rest: [usize; 3],
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<LargeBlock>() == PAGE_DESC_SIZE);
+    assert!(offset_of!(LargeBlock, kind) == offset_of!(Page, kind));
+    assert!(offset_of!(LargeBlock, order) == offset_of!(Page, order));
+    assert!(offset_of!(LargeBlock, flags) == offset_of!(Page, flags));
+    assert!(offset_of!(LargeBlock, pages) == offset_of!(Page, free_epoch));
+    assert!(offset_of!(LargeBlock, _head) == offset_of!(Page, head));
+};
+
+impl LargeBlock {
+    /// Makes the block headed by `head` a live large block of `order` whose
+    /// caller may use `pages` pages (`flags`: TRIMMED when the tail past
+    /// them went back). The one place a block becomes `Large`.
+    ///
+    /// # Safety
+    /// The caller owns the block (fresh from the page allocator, or taken
+    /// out of a cache); its other descriptors are `None`.
+    #[inline]
+    pub unsafe fn make(head: *mut Page, order: u32, pages: usize, flags: u8) -> *mut LargeBlock {
+        let b = head.cast::<LargeBlock>();
+        // SAFETY: same layout (asserted above); the caller owns the block.
+        unsafe {
+            (*b).order = order as u8;
+            (*b).flags = flags;
+            (*b).pages = pages as u32;
+            (*b).kind
+                .store(PageKind::Large as u8, core::sync::atomic::Ordering::Release);
+        }
+        b
+    }
+
+    /// Undoes [`make`](Self::make) before the block goes back to the page
+    /// allocator: the head keeps only its order (the memory is dirty). The
+    /// one place a large block stops being one.
+    ///
+    /// # Safety
+    /// The caller owns the block and no longer uses it.
+    #[inline]
+    pub unsafe fn unmake(b: *mut LargeBlock) -> *mut Page {
+        // SAFETY: the caller owns the block.
+        unsafe {
+            (*b).kind.store(PageKind::None as u8, Relaxed);
+            (*b).flags = 0;
+            (*b).pages = 0;
+        }
+        b.cast()
+    }
+
+    /// The kind.
+    #[inline]
+    pub fn kind(&self) -> PageKind {
+        PageKind::from_u8(self.kind.load(Relaxed))
+    }
+
+    /// Sets the kind.
+    #[inline]
+    pub fn set_kind(&self, k: PageKind) {
+        self.kind.store(k as u8, Relaxed);
+    }
+}
+
+/// A descriptor that can sit on a [`PageList`]: a view with the common
+/// `next`/`prev` links.
+///
+/// # Safety
+/// `links` returns pointers to the element's own two link fields.
+pub unsafe trait Linked: Sized {
+    /// The `next` and `prev` fields of `p`.
+    ///
+    /// # Safety
+    /// `p` is a valid descriptor.
+    unsafe fn links(p: *mut Self) -> (*mut *mut Self, *mut *mut Self);
+}
+
+// SAFETY: next and prev are Page's own link fields.
+unsafe impl Linked for Page {
+    #[inline(always)]
+    unsafe fn links(p: *mut Page) -> (*mut *mut Page, *mut *mut Page) {
+        // SAFETY: p is valid (contract).
+        unsafe { (ptr::addr_of_mut!((*p).next), ptr::addr_of_mut!((*p).prev)) }
     }
 }
 
@@ -246,18 +335,18 @@ impl Page {
 /// `tail.next` are null; empty iff `head` is null iff `tail` is null. The
 /// list does not own its elements; the caller holds the lock that guards
 /// both the list and the descriptors on it.
-pub struct PageList {
-    head: *mut Page,
-    tail: *mut Page,
+pub struct PageList<T: Linked = Page> {
+    head: *mut T,
+    tail: *mut T,
     len: usize,
 }
 
 // SAFETY: a PageList is plain data behind whatever lock guards its owner.
-unsafe impl Send for PageList {}
+unsafe impl<T: Linked> Send for PageList<T> {}
 
-impl PageList {
+impl<T: Linked> PageList<T> {
     /// An empty list.
-    pub const fn new() -> PageList {
+    pub const fn new() -> PageList<T> {
         PageList {
             head: ptr::null_mut(),
             tail: ptr::null_mut(),
@@ -279,13 +368,13 @@ impl PageList {
 
     /// The first element, or null.
     #[inline]
-    pub fn first(&self) -> *mut Page {
+    pub fn first(&self) -> *mut T {
         self.head
     }
 
     /// The last element, or null.
     #[inline]
-    pub fn last(&self) -> *mut Page {
+    pub fn last(&self) -> *mut T {
         self.tail
     }
 
@@ -294,16 +383,17 @@ impl PageList {
     /// # Safety
     /// `p` is a valid descriptor on no list, owned by the caller.
     #[inline]
-    pub unsafe fn push_front(&mut self, p: *mut Page) {
+    pub unsafe fn push_front(&mut self, p: *mut T) {
         // SAFETY: p and the current head are valid descriptors owned by the
         // caller (list invariant + this function's contract).
         unsafe {
-            (*p).prev = ptr::null_mut();
-            (*p).next = self.head;
+            let (next, prev) = T::links(p);
+            *prev = ptr::null_mut();
+            *next = self.head;
             if self.head.is_null() {
                 self.tail = p;
             } else {
-                (*self.head).prev = p;
+                *T::links(self.head).1 = p;
             }
         }
         self.head = p;
@@ -315,15 +405,16 @@ impl PageList {
     /// # Safety
     /// As [`PageList::push_front`].
     #[inline]
-    pub unsafe fn push_back(&mut self, p: *mut Page) {
+    pub unsafe fn push_back(&mut self, p: *mut T) {
         // SAFETY: as push_front.
         unsafe {
-            (*p).next = ptr::null_mut();
-            (*p).prev = self.tail;
+            let (next, prev) = T::links(p);
+            *next = ptr::null_mut();
+            *prev = self.tail;
             if self.tail.is_null() {
                 self.head = p;
             } else {
-                (*self.tail).next = p;
+                *T::links(self.tail).0 = p;
             }
         }
         self.tail = p;
@@ -335,22 +426,23 @@ impl PageList {
     /// # Safety
     /// `p` is on this list.
     #[inline]
-    pub unsafe fn remove(&mut self, p: *mut Page) {
+    pub unsafe fn remove(&mut self, p: *mut T) {
         // SAFETY: p is on this list, so it and its neighbours are valid.
         unsafe {
-            let (n, pr) = ((*p).next, (*p).prev);
+            let (next, prev) = T::links(p);
+            let (n, pr) = (*next, *prev);
             if pr.is_null() {
                 self.head = n;
             } else {
-                (*pr).next = n;
+                *T::links(pr).0 = n;
             }
             if n.is_null() {
                 self.tail = pr;
             } else {
-                (*n).prev = pr;
+                *T::links(n).1 = pr;
             }
-            (*p).next = ptr::null_mut();
-            (*p).prev = ptr::null_mut();
+            *next = ptr::null_mut();
+            *prev = ptr::null_mut();
         }
         self.len -= 1;
     }
@@ -360,7 +452,7 @@ impl PageList {
     /// # Safety
     /// The list's elements are valid (list invariant).
     #[inline]
-    pub unsafe fn pop_front(&mut self) -> *mut Page {
+    pub unsafe fn pop_front(&mut self) -> *mut T {
         let p = self.head;
         if !p.is_null() {
             // SAFETY: p is the head of this list.
@@ -374,7 +466,7 @@ impl PageList {
     /// # Safety
     /// The list's elements are valid (list invariant).
     #[inline]
-    pub unsafe fn pop_back(&mut self) -> *mut Page {
+    pub unsafe fn pop_back(&mut self) -> *mut T {
         let p = self.tail;
         if !p.is_null() {
             // SAFETY: p is the tail of this list.
@@ -383,9 +475,14 @@ impl PageList {
         p
     }
 
-    /// Takes all elements, leaving this list empty.
-    pub fn take(&mut self) -> PageList {
-        core::mem::take(self)
+    /// The element after `p`, or null.
+    ///
+    /// # Safety
+    /// `p` is on this list.
+    #[inline]
+    pub unsafe fn next_of(&self, p: *mut T) -> *mut T {
+        // SAFETY: p is a valid element (contract).
+        unsafe { *T::links(p).0 }
     }
 
     /// Checks the list invariants by walking it; returns the element count.
@@ -394,14 +491,15 @@ impl PageList {
     /// The list's elements are valid.
     pub unsafe fn check(&self) -> usize {
         let mut n = 0;
-        let mut prev: *mut Page = ptr::null_mut();
+        let mut prev: *mut T = ptr::null_mut();
         let mut p = self.head;
         while !p.is_null() {
             // SAFETY: every linked element is valid (contract).
             unsafe {
-                assert!((*p).prev == prev, "page list: broken prev link");
+                let (next, back) = T::links(p);
+                assert!(*back == prev, "page list: broken prev link");
                 prev = p;
-                p = (*p).next;
+                p = *next;
             }
             n += 1;
             assert!(n <= self.len, "page list: longer than its count (cycle?)");
@@ -412,7 +510,7 @@ impl PageList {
     }
 }
 
-impl Default for PageList {
+impl<T: Linked> Default for PageList<T> {
     fn default() -> Self {
         Self::new()
     }

@@ -1,70 +1,189 @@
-//! The page allocator front: blocks of order 0..=10 from the allocator's
-//! zone, through a pageset for orders ≤ 3 (the kernel's `alloc_pages` /
-//! `__free_pages`). The slab layer, large allocations and the public page
-//! API all come through here.
+//! The page allocator: a zone and the pagesets in front of it (the
+//! kernel's `alloc_pages` / `__free_pages`), as a value.
 //!
-//! When the zone cannot grow any more (memory limit), pages cached on the
-//! pagesets are drained to the zone and the allocation is retried once —
-//! the kernel's drain_all_pages before reclaim — before failing.
+//! The allocator's own page allocator is one static in the runtime; tests
+//! and the replay make their own. The layers above — slabs and large
+//! blocks — are handed a [`Pages`]: this allocator as seen from one caller,
+//! that is, which pageset that caller goes through (this CPU's, its
+//! thread's, or a virtual CPU's in the replay). They never name a global.
+//!
+//! Blocks of order ≤ 3 go through the pageset; larger ones straight to the
+//! zone. When the zone cannot grow any more (memory limit), every pageset
+//! is drained to the zone and the allocation retried once — the kernel's
+//! drain_all_pages before reclaim — before failing.
 
-use crate::config::{MAX_PAGE_ORDER, PAGE_ALLOC_COSTLY_ORDER};
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use crate::geometry::{MAX_PAGE_ORDER, PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT};
 use crate::page::{MigrateType, Page};
-use crate::pcp::{pool, Pageset};
-use crate::state::ZONE;
+use crate::pcp::{Pageset, PagesetPool};
 use crate::sys;
-use crate::tunables;
+use crate::tunables::Knobs;
+use crate::zone::Zone;
 
-/// The pageset to use: the given one (thread mode) or this CPU's.
-#[inline]
-fn pageset(pcp: *mut Pageset) -> &'static Pageset {
-    if pcp.is_null() {
-        pool::cpu_pageset(sys::current_cpu())
-    } else {
-        // SAFETY: thread pagesets live forever (pool).
-        unsafe { &*pcp }
+/// A zone and its pagesets, with the heuristics' knobs in force.
+pub struct PageAllocator {
+    /// The buddy zone.
+    pub zone: Zone,
+    /// The pagesets in front of it.
+    pub pagesets: PagesetPool,
+    /// The knobs the pagesets read on every operation ([`Knobs::to_bits`]).
+    knobs: AtomicU32,
+}
+
+impl PageAllocator {
+    /// An unconfigured page allocator (its zone cannot grow until
+    /// configured) with the default knobs.
+    pub const fn new() -> PageAllocator {
+        PageAllocator {
+            zone: Zone::new(),
+            pagesets: PagesetPool::new(),
+            knobs: AtomicU32::new(Knobs::DEFAULT.to_bits()),
+        }
+    }
+
+    /// The knobs in force.
+    #[inline]
+    pub fn knobs(&self) -> Knobs {
+        Knobs::from_bits(self.knobs.load(Relaxed))
+    }
+
+    /// Replaces the knobs; pagesets pick them up on their next operation.
+    pub fn set_knobs(&self, k: Knobs) {
+        self.knobs.store(k.to_bits(), Relaxed);
+    }
+
+    /// This page allocator as seen through `pageset` (a thread's or a
+    /// virtual CPU's, `owner` if the caller owns it), or through the
+    /// calling thread's CPU when `pageset` is null.
+    #[inline]
+    pub fn through(&self, pageset: *const Pageset, owner: bool) -> Pages<'_> {
+        Pages {
+            alloc: self,
+            pageset,
+            owner,
+        }
+    }
+
+    /// Drains every pageset to the zone. Returns the pages drained.
+    pub fn drain_all(&self) -> usize {
+        self.pagesets.drain_all(&self.zone)
+    }
+
+    /// Bytes the zone manages.
+    pub fn managed_bytes(&self) -> usize {
+        self.zone.managed_pages() << PAGE_SHIFT
     }
 }
 
-/// Allocates a block of `order` for `mt`; `pcp` is the thread's pageset in
-/// thread mode, null in CPU mode. Returns the head descriptor with kind
-/// `None` (the caller gives it one) or null when out of memory.
-#[inline]
-pub fn alloc_pages(order: u32, mt: MigrateType, pcp: *mut Pageset) -> *mut Page {
-    debug_assert!(order <= MAX_PAGE_ORDER);
-    let p = if order <= PAGE_ALLOC_COSTLY_ORDER {
-        pageset(pcp).alloc(&ZONE, order, mt, &tunables::knobs(), !pcp.is_null())
-    } else {
-        ZONE.alloc(order, mt)
-    };
-    if p.is_null() {
-        alloc_pages_slow(order, mt)
-    } else {
-        p
+impl Default for PageAllocator {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
-#[cold]
-fn alloc_pages_slow(order: u32, mt: MigrateType) -> *mut Page {
-    if pool::total_count() == 0 {
-        return core::ptr::null_mut();
-    }
-    pool::drain_all(&ZONE);
-    ZONE.count_drain_all();
-    ZONE.alloc(order, mt)
+/// A page allocator as seen from one caller: which pageset its blocks of
+/// order ≤ 3 go through. Cheap to make and copy.
+#[derive(Clone, Copy)]
+pub struct Pages<'a> {
+    alloc: &'a PageAllocator,
+    /// Null: the pageset of the CPU the calling thread runs on.
+    pageset: *const Pageset,
+    /// The caller owns `pageset` (a thread pageset: entered without
+    /// atomics).
+    owner: bool,
 }
 
-/// Frees block `head` of `order` (its kind is overwritten).
-///
-/// # Safety
-/// `head` heads a block of the allocator's zone of `order` that the caller
-/// owns and no longer uses; its other descriptors are `None`.
-#[inline]
-pub unsafe fn free_pages(head: *mut Page, order: u32, pcp: *mut Pageset) {
-    if order <= PAGE_ALLOC_COSTLY_ORDER {
+impl<'a> Pages<'a> {
+    /// The page allocator behind.
+    #[inline]
+    pub fn allocator(&self) -> &'a PageAllocator {
+        self.alloc
+    }
+
+    /// The zone behind.
+    #[inline]
+    pub fn zone(&self) -> &'a Zone {
+        &self.alloc.zone
+    }
+
+    #[inline]
+    fn pageset(&self) -> &'a Pageset {
+        if self.pageset.is_null() {
+            self.alloc.pagesets.cpu_pageset(sys::current_cpu())
+        } else {
+            // SAFETY: pagesets live as long as their pool (forever for the
+            // runtime's, the test's lifetime otherwise).
+            unsafe { &*self.pageset }
+        }
+    }
+
+    /// Allocates a block of `order` for `mt`. Returns the head descriptor
+    /// with kind `None` (the caller gives it one) and CLEAN telling whether
+    /// the memory reads as zero, or null when out of memory.
+    #[inline]
+    pub fn alloc(&self, order: u32, mt: MigrateType) -> *mut Page {
+        debug_assert!(order <= MAX_PAGE_ORDER);
+        let zone = self.zone();
+        let p = if order <= PAGE_ALLOC_COSTLY_ORDER {
+            self.pageset()
+                .alloc(zone, order, mt, &self.alloc.knobs(), self.owner)
+        } else {
+            zone.alloc(order, mt)
+        };
+        if p.is_null() {
+            self.alloc_slow(order, mt)
+        } else {
+            p
+        }
+    }
+
+    #[cold]
+    fn alloc_slow(&self, order: u32, mt: MigrateType) -> *mut Page {
+        if self.alloc.pagesets.total_count() == 0 {
+            return core::ptr::null_mut();
+        }
+        let zone = self.zone();
+        self.alloc.drain_all();
+        zone.count_drain_all();
+        zone.alloc(order, mt)
+    }
+
+    /// Frees block `head` of `order`.
+    ///
+    /// # Safety
+    /// `head` heads a block of this allocator's zone of `order` that the
+    /// caller owns and no longer uses; its kind is `None`, as are its other
+    /// descriptors.
+    #[inline]
+    pub unsafe fn free(&self, head: *mut Page, order: u32) {
+        let zone = self.zone();
+        if order <= PAGE_ALLOC_COSTLY_ORDER {
+            // SAFETY: forwarded contract.
+            unsafe {
+                self.pageset()
+                    .free(zone, head, order, &self.alloc.knobs(), self.owner)
+            }
+        } else {
+            // SAFETY: forwarded contract.
+            unsafe { zone.free(head, order) }
+        }
+    }
+
+    /// Frees block `head` of `order` straight to the zone, bypassing the
+    /// pagesets (the maintenance tick giving idle memory back).
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    pub unsafe fn free_to_zone(&self, head: *mut Page, order: u32) {
         // SAFETY: forwarded contract.
-        unsafe { pageset(pcp).free(&ZONE, head, order, &tunables::knobs(), !pcp.is_null()) }
-    } else {
-        // SAFETY: forwarded contract.
-        unsafe { ZONE.free(head, order) }
+        unsafe { self.zone().free(head, order) }
+    }
+
+    /// Whether the zone is below its high watermark (ZONE_BELOW_HIGH):
+    /// caches above the pagesets stop growing too.
+    #[inline]
+    pub fn below_high(&self) -> bool {
+        self.zone().below_high()
     }
 }

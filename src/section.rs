@@ -30,9 +30,10 @@
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::config::{
-    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_PAGE_ORDER, MAX_SECTIONS, NR_CHUNK_SLOTS, PAGEBLOCK_ORDER,
-    PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_META_BYTES, SECTION_SIZE,
+use crate::geometry::{
+    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_PAGE_ORDER, MAX_SECTIONS, NR_CHUNK_SLOTS,
+    PAGEBLOCK_ORDER, PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_META_BYTES,
+    SECTION_SIZE,
 };
 use crate::page::{MigrateType, Page};
 use crate::sys;
@@ -59,6 +60,8 @@ pub struct SectionHeader {
     /// Without a reservation: blocks already mapped (the first one comes
     /// with the descriptor block).
     pub mapped_blocks: usize,
+    /// Huge sections: bytes mapped for the block (see [`create_huge`]).
+    pub huge_len: usize,
     /// The migratetype of each pageblock (the kernel's pageblock_flags).
     /// Written under the zone lock; read racily by the pcp free path, as the
     /// kernel's get_pfnblock_migratetype does.
@@ -107,7 +110,7 @@ pub fn is_ours(addr: usize) -> bool {
 }
 
 /// The descriptor of the page containing `addr` (virt_to_page). Pure
-/// arithmetic; meaningful only if [`is_ours`] holds.
+/// arithmetic; meaningful only if `is_ours` holds.
 #[inline(always)]
 pub fn desc_of(addr: usize) -> *mut Page {
     let base = section_base(addr);
@@ -205,20 +208,108 @@ fn reserve_whole() -> Option<*mut u8> {
 
 /// When the whole section cannot be reserved: maps the descriptor block
 /// and the first block (so the section is usable at all) at a
-/// section-aligned address below where the OS places mappings — the area
-/// the next mappings would grow into last.
+/// section-aligned address picked by hand.
 fn map_meta_and_first_block() -> Option<*mut u8> {
-    let probe = sys::map(crate::config::PAGE_SIZE)?;
-    sys::unmap(probe, crate::config::PAGE_SIZE);
+    map_aligned_by_hand(SECTION_META_BYTES + MAX_ORDER_BYTES)
+}
+
+/// The zone tag of huge sections (a zone's tag is its address, never 1).
+pub const HUGE_TAG: usize = 1;
+
+/// Creates a huge section: one block of `len` bytes (a multiple of the page
+/// size) at `offset` bytes from the section's start (a multiple of
+/// MAX_ORDER_BYTES, at least the descriptor area and below SECTION_SIZE,
+/// so the block is aligned to `offset`'s lowest bit), in its own
+/// section-aligned reservation, and returns the block's head descriptor
+/// (kind `None`, ours to set). Only the block's first MAX_ORDER chunk is
+/// marked ours, and only its descriptors are made readable: a pointer
+/// further in is not the start of a block and reads as foreign. `None` if
+/// the OS refuses.
+pub fn create_huge(len: usize, offset: usize) -> Option<*mut Page> {
+    debug_assert!(len % crate::geometry::PAGE_SIZE == 0 && len > 0);
+    debug_assert!(offset % MAX_ORDER_BYTES == 0);
+    debug_assert!((SECTION_META_BYTES..SECTION_SIZE).contains(&offset));
+    let total = offset.checked_add(len)?;
+    let (base, reserved) = match sys::reserve(total, SECTION_SIZE) {
+        Some(b) => (b, true),
+        None => (map_aligned_by_hand(total)?, false),
+    };
+    let descs = (base as usize + (offset >> PAGE_SHIFT) * PAGE_DESC_SIZE) as *mut u8;
+    if reserved
+        && !(sys::commit(base, crate::geometry::PAGE_SIZE)
+            && sys::commit(descs, MAX_ORDER_PAGES * PAGE_DESC_SIZE)
+            && sys::commit((base as usize + offset) as *mut u8, len))
+    {
+        sys::unmap(base, total);
+        return None;
+    }
+    let h = base as *mut SectionHeader;
+    // SAFETY: the header page was just mapped and is ours alone until the
+    // block's chunk is published below.
+    unsafe {
+        ptr::addr_of_mut!((*h).magic).write(SECTION_MAGIC);
+        ptr::addr_of_mut!((*h).slot).write(usize::MAX);
+        (*h).zone.store(HUGE_TAG, Ordering::Relaxed);
+        ptr::addr_of_mut!((*h).committed_blocks).write(0);
+        ptr::addr_of_mut!((*h).reserved).write(reserved);
+        ptr::addr_of_mut!((*h).mapped_blocks).write(0);
+        ptr::addr_of_mut!((*h).huge_len).write(len);
+    }
+    let block = base as usize + offset;
+    mark_chunk(block, true);
+    Some(desc_of(block))
+}
+
+/// Resizes the huge block headed by `head` to `new_len` bytes in place
+/// (never moving it). False if the address space after it is taken.
+///
+/// # Safety
+/// `head` heads a huge block of ours that the caller owns.
+pub unsafe fn resize_huge(head: *mut Page, new_len: usize) -> bool {
+    let block = page_addr(head);
+    let h = header_of(block);
+    // SAFETY: a live huge section's header (contract).
+    let old = unsafe { (*h).huge_len };
+    if new_len == old {
+        return true;
+    }
+    if !sys::resize_in_place(block as *mut u8, old, new_len) {
+        return false;
+    }
+    // SAFETY: as above; the caller owns the section.
+    unsafe { (*h).huge_len = new_len };
+    true
+}
+
+/// Unmaps a huge section.
+///
+/// # Safety
+/// `head` heads a huge block of ours that nobody will use again.
+pub unsafe fn destroy_huge(head: *mut Page) {
+    let block = page_addr(head);
+    let base = section_base(block);
+    // SAFETY: a live huge section's header (contract).
+    let len = unsafe { (*header_of(block)).huge_len };
+    mark_chunk(block, false);
+    sys::unmap(base as *mut u8, block - base + len);
+}
+
+/// When the OS will not reserve a section-aligned range (`ulimit -v`):
+/// maps `len` read-write bytes at a section-aligned address picked by hand,
+/// below where the OS places mappings.
+fn map_aligned_by_hand(len: usize) -> Option<*mut u8> {
+    let probe = sys::map(crate::geometry::PAGE_SIZE)?;
+    sys::unmap(probe, crate::geometry::PAGE_SIZE);
     let top = (probe as usize) & !(SECTION_SIZE - 1);
+    let span = len.div_ceil(SECTION_SIZE);
     for k in 1..64 {
-        let Some(cand) = top.checked_sub(k * SECTION_SIZE) else {
+        let Some(cand) = top.checked_sub((k + span - 1) * SECTION_SIZE) else {
             break;
         };
         if cand == 0 {
             break;
         }
-        if sys::map_fixed(cand as *mut u8, SECTION_META_BYTES + MAX_ORDER_BYTES) {
+        if sys::map_fixed(cand as *mut u8, len) {
             return Some(cand as *mut u8);
         }
     }

@@ -5,15 +5,16 @@
 //! A bad value never crashes: it gets one line on stderr naming the
 //! variable, the value and the default used instead.
 //!
-//! The heuristics and the free_count policy can also be changed at run time
-//! from Rust ([`set_knobs`]), which is how the benchmark reproduces the
-//! seeds' ablation rows inside one process.
+//! The heuristics and the free_count policy are knobs of a page allocator
+//! (`PageAllocator::set_knobs`); these variables set the runtime's at
+//! init, and the benchmark changes them to reproduce the seeds' ablation
+//! rows inside one process.
 
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 use crate::sys;
-use crate::util::{buf::FixedBuf, parse_size, parse_u64, trim};
+use crate::util::{buf::FixedBuf, parse_size, parse_u64};
 
 /// One PCP heuristic of seed 000, as a bit; [`Heuristics`] is a set of them.
 pub mod heuristic {
@@ -37,7 +38,7 @@ pub mod heuristic {
     pub const ALL: u32 = (1 << 6) - 1;
 }
 
-/// A set of [`heuristic`] bits.
+/// A set of `heuristic` bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Heuristics(pub u32);
 
@@ -141,52 +142,49 @@ pub const MAX_BATCH_SCALE_MAX: u32 = 6;
 /// Default maintenance tick.
 pub const DEFAULT_DECAY_MS: u32 = 1000;
 
-/// The knobs packed in one word, so the PCP paths read them with a single
-/// load: bits 0..8 heuristics, 8..12 BATCH_SCALE_MAX, 12 free_count mode,
-/// 13..15 free_high threshold.
-static KNOBS: AtomicU32 = AtomicU32::new(pack(Knobs::DEFAULT));
+impl Knobs {
+    /// The knobs packed in one word, so the PCP paths read them with a
+    /// single load: bits 0..8 heuristics, 8..12 BATCH_SCALE_MAX, 12
+    /// free_count mode, 13..15 free_high threshold.
+    pub const fn to_bits(self) -> u32 {
+        (self.heuristics.0 & 0xff)
+            | (self.batch_scale_max & 0xf) << 8
+            | (self.free_count_mode as u32) << 12
+            | (self.free_high_threshold as u32) << 13
+    }
 
-const fn pack(k: Knobs) -> u32 {
-    (k.heuristics.0 & 0xff)
-        | (k.batch_scale_max & 0xf) << 8
-        | (k.free_count_mode as u32) << 12
-        | (k.free_high_threshold as u32) << 13
-}
-
-/// The knobs in force now.
-#[inline]
-pub fn knobs() -> Knobs {
-    let v = KNOBS.load(Relaxed);
-    Knobs {
-        heuristics: Heuristics(v & 0xff),
-        batch_scale_max: (v >> 8) & 0xf,
-        free_count_mode: if v & (1 << 12) != 0 {
-            FreeCountMode::Exact
-        } else {
-            FreeCountMode::Halve
-        },
-        free_high_threshold: match (v >> 13) & 3 {
-            0 => FreeHighThreshold::Batch,
-            1 => FreeHighThreshold::FiveBatch,
-            _ => FreeHighThreshold::BatchPlusHalfHighMin,
-        },
+    /// The knobs from [`to_bits`](Self::to_bits).
+    #[inline]
+    pub fn from_bits(v: u32) -> Knobs {
+        Knobs {
+            heuristics: Heuristics(v & 0xff),
+            batch_scale_max: ((v >> 8) & 0xf).min(MAX_BATCH_SCALE_MAX),
+            free_count_mode: if v & (1 << 12) != 0 {
+                FreeCountMode::Exact
+            } else {
+                FreeCountMode::Halve
+            },
+            free_high_threshold: match (v >> 13) & 3 {
+                0 => FreeHighThreshold::Batch,
+                1 => FreeHighThreshold::FiveBatch,
+                _ => FreeHighThreshold::BatchPlusHalfHighMin,
+            },
+        }
     }
 }
 
-/// Replaces the knobs at run time (benchmarks, ablation). Pagesets pick
-/// the new values up on their next operation.
-pub fn set_knobs(k: Knobs) {
-    let k = Knobs {
-        batch_scale_max: k.batch_scale_max.min(MAX_BATCH_SCALE_MAX),
-        ..k
-    };
-    KNOBS.store(pack(k), Relaxed);
+/// The knobs the environment asked for (read at init).
+static KNOBS: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.to_bits());
+
+/// The knobs the environment asked for.
+pub fn env_knobs() -> Knobs {
+    Knobs::from_bits(KNOBS.load(Relaxed))
 }
 
 fn update_knobs(f: impl FnOnce(&mut Knobs)) {
-    let mut k = knobs();
+    let mut k = env_knobs();
     f(&mut k);
-    set_knobs(k);
+    KNOBS.store(k.to_bits(), Relaxed);
 }
 
 /// Settings read once at init (not changeable afterwards).
@@ -404,8 +402,8 @@ fn apply_bool(v: &[u8], cell: &AtomicBool) -> bool {
 pub fn parse_heuristics(v: &[u8]) -> Option<Heuristics> {
     use heuristic::*;
     let mut h = 0u32;
-    for item in trim(v).split(|&c| c == b',') {
-        let item = trim(item);
+    for item in v.trim_ascii().split(|&c| c == b',') {
+        let item = item.trim_ascii();
         let (remove, name) = match item {
             [b'-', rest @ ..] => (true, rest),
             [b'+', rest @ ..] => (false, rest),
@@ -444,7 +442,7 @@ pub fn load_from_env() {
         let Some(raw) = sys::getenv(name.as_bytes()) else {
             continue;
         };
-        let v = trim(raw);
+        let v = raw.trim_ascii();
         if !(t.apply)(v) {
             let mut line = FixedBuf::<256>::new();
             let _ = write!(line, "pcpalloc: ignoring {}=", t.name);
@@ -497,7 +495,6 @@ mod pack_tests {
 
     #[test]
     fn knobs_round_trip() {
-        let saved = knobs();
         for h in [Heuristics::ALL, Heuristics::BASE, Heuristics::row(5)] {
             for mode in [FreeCountMode::Halve, FreeCountMode::Exact] {
                 for th in [
@@ -511,11 +508,9 @@ mod pack_tests {
                         free_count_mode: mode,
                         free_high_threshold: th,
                     };
-                    set_knobs(k);
-                    assert_eq!(knobs(), k);
+                    assert_eq!(Knobs::from_bits(k.to_bits()), k);
                 }
             }
         }
-        set_knobs(saved);
     }
 }

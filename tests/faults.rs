@@ -2,7 +2,7 @@
 //! allocator fails for a while). Allocations must fail cleanly — NULL with
 //! ENOMEM, nothing corrupted — and work again once the OS gives memory.
 
-use pcpalloc::malloc as m;
+use pcpalloc::internals::malloc as m;
 
 fn errno() -> i32 {
     // SAFETY: errno's location is valid for this thread.
@@ -16,7 +16,7 @@ fn mmap_failures_give_null_and_recover() {
     assert!(warm.iter().all(|&p| p != 0));
 
     // Huge blocks need a fresh mapping: refused.
-    pcpalloc::sys::inject_map_failures(1_000_000);
+    pcpalloc::internals::inject_map_failures(1_000_000);
     // SAFETY: errno's location is valid.
     unsafe { *libc::__errno_location() = 0 };
     assert!(m::malloc(8 << 20).is_null());
@@ -50,7 +50,7 @@ fn mmap_failures_give_null_and_recover() {
             unsafe { m::free(p) };
         }
     }
-    pcpalloc::sys::inject_map_failures(0);
+    pcpalloc::internals::inject_map_failures(0);
 
     // Recovery: the same requests succeed now.
     let big = m::malloc(8 << 20);
@@ -63,5 +63,5 @@ fn mmap_failures_give_null_and_recover() {
     }
     // SAFETY: live.
     unsafe { m::free(big) };
-    pcpalloc::check_invariants();
+    pcpalloc::internals::check_invariants();
 }

@@ -5,7 +5,7 @@
 //! invariants hold at the end. PCPALLOC_FUZZ_CASES sets the number of
 //! sequences (default 64; by hand we ran far more, see the README).
 
-use pcpalloc::malloc as m;
+use pcpalloc::internals::malloc as m;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -157,6 +157,6 @@ proptest! {
             // SAFETY: l.p is live.
             unsafe { m::free(l.p) };
         }
-        pcpalloc::check_invariants();
+        pcpalloc::internals::check_invariants();
     }
 }

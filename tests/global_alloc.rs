@@ -132,7 +132,7 @@ fn exited_threads_pages_come_back_with_trim() {
     pcpalloc::trim();
     let s = pcpalloc::stats();
     assert_eq!(s.pcp_count, 0, "trim must drain every pageset");
-    let walk = pcpalloc::check_invariants();
+    let walk = pcpalloc::internals::check_invariants();
     assert_eq!(walk.pcp, 0);
     assert_eq!(s.zone.free, walk.free);
     assert_eq!(
@@ -152,14 +152,14 @@ fn tick_decays_and_releases_idle_memory() {
         assert_eq!(big.len() + small.len(), 20064);
     }
     for _ in 0..6 {
-        pcpalloc::maint::tick();
+        pcpalloc::internals::tick();
     }
     let s = pcpalloc::stats();
     assert!(
         s.zone.counters.released_bytes > before,
         "idle memory must go back to the OS"
     );
-    pcpalloc::check_invariants();
+    pcpalloc::internals::check_invariants();
 }
 
 #[test]

@@ -1,13 +1,13 @@
 //! Scripted sequences on one pageset in front of a fixed test zone, with
 //! the exact values the seed 000 formulas give.
 
-use pcpalloc::config::PAGE_SIZE;
-use pcpalloc::page::{MigrateType, Page, PageKind};
-use pcpalloc::pcp::tune::PCPF_FREE_HIGH_BATCH;
-use pcpalloc::pcp::Pageset;
-use pcpalloc::section::page_addr;
-use pcpalloc::tunables::{Heuristics, Knobs};
-use pcpalloc::zone::{Zone, ZoneConfig};
+use pcpalloc::internals::page_addr;
+use pcpalloc::internals::Pageset;
+use pcpalloc::internals::PAGE_SIZE;
+use pcpalloc::internals::PCPF_FREE_HIGH_BATCH;
+use pcpalloc::internals::{Heuristics, Knobs};
+use pcpalloc::internals::{MigrateType, Page, PageKind};
+use pcpalloc::internals::{Zone, ZoneConfig};
 
 struct TestZone(Box<Zone>);
 
@@ -255,8 +255,8 @@ fn cross_thread_frees_and_exiting_threads_leave_nothing_behind() {
         let consumer = s.spawn(move || {
             let mut n = 0;
             for (addr, order) in rx {
-                let ps = &sets_ref[pcpalloc::sys::current_cpu() % 4];
-                let d = pcpalloc::section::desc_of(addr);
+                let ps = &sets_ref[pcpalloc::internals::current_cpu() % 4];
+                let d = pcpalloc::internals::desc_of(addr);
                 // SAFETY: the producer handed this block over.
                 unsafe {
                     (*d).flags = 0;

@@ -51,6 +51,23 @@ fn fork_while_threads_allocate() {
     c_test("fork_busy", &["4", "50"]);
 }
 
+/// fork() while the maintenance tick runs (every 10 ms), with and without
+/// the background thread: every child allocates through slow paths, sees a
+/// tick of its own and exits within its deadline. (Before the tick lock
+/// joined fork's list of locks, a child forked mid-tick hung forever.)
+#[test]
+fn fork_during_the_tick() {
+    let bin = c_program("fork_tick");
+    for background in ["0", "1"] {
+        run_ok(
+            preloaded(&bin)
+                .args(["6", "40"])
+                .env("PCPALLOC_BACKGROUND", background)
+                .env("PCPALLOC_DECAY_MS", "10"),
+        );
+    }
+}
+
 #[test]
 fn thread_pcp_mode_cross_thread_and_churn() {
     for name in ["prodcons", "thread_churn"] {

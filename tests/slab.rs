@@ -1,27 +1,90 @@
-//! The small-object layer's parked slabs, driven through the malloc API on
-//! one thread with no maintenance tick but the ones the test runs: the
-//! exact `park_high` after a scripted sequence (it grows by what was given
-//! back for lack of room and decays by 1/8 a tick), reuse of a parked
-//! slab by another size class of the same slab order, and the tick taking
-//! parked slabs back from a heap whose thread does nothing.
+//! The small-object layer over a test zone: heaps are values handed a page
+//! allocator of their own, so each test sees exactly the slabs it makes —
+//! no background tick, no other test's threads.
 //!
-//! This binary's global allocator is the system's, so the test thread's
-//! heap sees only the calls made here. One test only: it reads counters of
-//! a heap that another test's thread could adopt.
+//! - `park_high` after a scripted sequence (it grows by what was given back
+//!   for lack of room and decays by 1/8 a tick), reuse of a parked slab by
+//!   another class of the same slab order, the tick taking parked slabs
+//!   back from a heap whose thread does nothing;
+//! - remote frees, including the delayed notice for a full slab;
+//! - everything going back on `collect`;
+//! - the one-block-per-order cache of large blocks.
 
-use pcpalloc::config::PAGE_SIZE;
-use pcpalloc::malloc as m;
-use pcpalloc::slab::classes::{class_of, CAPACITY, SLAB_ORDER};
-use pcpalloc::slab::heap::{Heap, PARK_HIGH_MIN};
+use pcpalloc::internals::{
+    check_quiescent, class_of, free_owned, run_tick, Heap, HeapRegistry, LargeBlock, MigrateType,
+    PageAllocator, PageKind, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN,
+    SLAB_ORDER,
+};
 use std::sync::atomic::Ordering::Relaxed;
 
+const KEY: usize = 0x5eed_1234_abcd_0001;
+
+/// A page allocator of its own (one pageset) and a heap registry.
+struct Env {
+    pa: Box<PageAllocator>,
+    heaps: Box<HeapRegistry>,
+}
+
+impl Env {
+    fn new(limit: usize) -> Env {
+        let pa = Box::new(PageAllocator::new());
+        pa.zone.configure(&ZoneConfig::with_limit(limit));
+        assert!(pa.pagesets.init_cpu_sets(1, false));
+        Env {
+            pa,
+            heaps: Box::new(HeapRegistry::new()),
+        }
+    }
+
+    fn pages(&self) -> Pages<'_> {
+        self.pa.through(std::ptr::null(), false)
+    }
+
+    fn heap(&self) -> &Heap {
+        let h = self.heaps.acquire();
+        assert!(!h.is_null());
+        // SAFETY: heaps live forever.
+        unsafe { &*h }
+    }
+
+    fn tick(&self) {
+        run_tick(
+            &self.pa,
+            &self.heaps,
+            TickWork {
+                release_memory: false,
+            },
+        );
+    }
+
+    /// The whole-allocator checks: zone, pagesets, every slab.
+    fn check(&self) -> (usize, usize) {
+        let mut cached = 0;
+        self.pa.pagesets.for_each(|ps| cached += ps.check());
+        let walk = self.pa.zone.check_invariants();
+        assert_eq!(walk.pcp, cached);
+        check_quiescent(&self.heaps, &self.pa.zone)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.pa.drain_all();
+        // SAFETY: the test is over; its heaps are never used again.
+        unsafe { self.pa.zone.destroy() }
+    }
+}
+
 /// Allocates `slabs` slabs' worth of objects of `size` (every slab filled
-/// exactly) and returns them.
-fn fill(size: usize, slabs: usize) -> Vec<*mut u8> {
-    let n = slabs * usize::from(CAPACITY[class_of(size)]);
+/// exactly) through `h`, numbering them.
+fn fill(env: &Env, h: &Heap, size: usize, slabs: usize) -> Vec<*mut u8> {
+    let class = class_of(size);
+    let n = slabs * usize::from(CAPACITY[class]);
+    // SAFETY: this thread drives h.
+    let mut o = unsafe { h.owned() };
     (0..n)
         .map(|i| {
-            let p = m::malloc(size);
+            let p = o.alloc(class, &env.pages());
             assert!(!p.is_null());
             // SAFETY: p is a live block of at least `size` ≥ 8 bytes.
             unsafe { p.cast::<usize>().write(i) };
@@ -30,90 +93,177 @@ fn fill(size: usize, slabs: usize) -> Vec<*mut u8> {
         .collect()
 }
 
-fn free_all(v: Vec<*mut u8>) {
-    for (i, p) in v.into_iter().enumerate() {
-        // SAFETY: p came from fill() and is freed once.
-        unsafe {
+/// Frees `v` (from `fill`) through `h`, checking every object first.
+fn free_all(env: &Env, h: &Heap, v: Vec<*mut u8>) {
+    // SAFETY: this thread drives h; each p is live and freed once.
+    unsafe {
+        let mut o = h.owned();
+        for (i, p) in v.into_iter().enumerate() {
             assert_eq!(p.cast::<usize>().read(), i, "object overwritten");
-            m::free(p);
+            free_owned(&mut o, p, KEY, &env.pages());
         }
     }
 }
 
-/// (park_high, park_missed, parked bytes, slabs created) of this thread.
-fn heap_state(h: *mut Heap) -> (usize, usize, usize, u64) {
-    // SAFETY: h is this thread's heap; only this thread writes it.
-    unsafe {
-        (
-            (*h).park_high,
-            (*h).park_missed,
-            (*h).parked.bytes(),
-            (*h).slabs_created.load(Relaxed),
-        )
-    }
+/// (park_high, park_missed, parked bytes, slabs created).
+fn park_state(h: &Heap) -> (usize, usize, usize, u64) {
+    // SAFETY: this thread drives h.
+    let mut o = unsafe { h.owned() };
+    let l = o.local();
+    (
+        l.park_high,
+        l.park_missed,
+        h.parked.bytes(),
+        h.slabs_created.load(Relaxed),
+    )
 }
 
 #[test]
 fn park_high_tunes_itself_and_parked_slabs_serve_any_class_of_their_order() {
-    // Initialise, then keep the background thread and inline ticks away.
-    // SAFETY: a live block freed once.
-    unsafe { m::free(m::malloc(1)) };
-    let s = &pcpalloc::tunables::SETTINGS;
-    s.background.store(false, Relaxed);
-    s.decay_ms.store(u32::MAX, Relaxed);
-    assert!(!pcpalloc::maint::background_running());
-
+    let env = Env::new(256 << 20);
+    let h = env.heap();
     let (a, b) = (64, 128);
     assert_eq!(SLAB_ORDER[class_of(a)], 0);
     assert_eq!(SLAB_ORDER[class_of(b)], 0);
     let slab = PAGE_SIZE;
     let fits = PARK_HIGH_MIN / slab; // slabs parked before the first miss
     let n = fits + 36;
-
-    let h = pcpalloc::slab::current_heap().expect("this thread has a heap");
-    let (high0, missed0, parked0, created0) = heap_state(h);
-    assert_eq!((high0, missed0, parked0), (PARK_HIGH_MIN, 0, 0));
+    assert_eq!(park_state(h), (PARK_HIGH_MIN, 0, 0, 0));
 
     // n slabs of class a, all freed: the last stays current, `fits` are
     // parked, the rest go back and are remembered as missed.
-    free_all(fill(a, n));
-    let (high, missed, parked, created) = heap_state(h);
-    assert_eq!(created - created0, n as u64);
+    free_all(&env, h, fill(&env, h, a, n));
+    let (high, missed, parked, created) = park_state(h);
+    assert_eq!(created, n as u64);
     assert_eq!(high, PARK_HIGH_MIN);
     assert_eq!(parked, fits * slab);
     assert_eq!(missed, (n - 1 - fits) * slab);
 
     // n slabs of class b: the parked ones are set up again for b, and each
     // new slab grows park_high by one slab while misses are owed.
-    let v = fill(b, n);
-    let (high, missed, parked, created2) = heap_state(h);
+    let v = fill(&env, h, b, n);
+    let (high, missed, parked, created2) = park_state(h);
     assert_eq!(parked, 0, "every parked slab was reused");
     assert_eq!(created2 - created, (n - fits) as u64);
     assert_eq!(missed, 0);
     assert_eq!(high, PARK_HIGH_MIN + (n - 1 - fits) * slab);
-    free_all(v);
+    free_all(&env, h, v);
 
     // Now all n - 1 emptied slabs fit, and class a takes them back without
     // asking the page allocator.
-    let (high, _, parked, created3) = heap_state(h);
+    let (high, _, parked, created3) = park_state(h);
     assert_eq!(parked, (n - 1) * slab);
     assert_eq!(parked, high);
-    let v = fill(a, n);
-    assert_eq!(heap_state(h).3, created3, "no new slab");
-    free_all(v);
-    let (slabs, live) = pcpalloc::check_invariants_quiescent();
+    let v = fill(&env, h, a, n);
+    assert_eq!(park_state(h).3, created3, "no new slab");
+    free_all(&env, h, v);
+    let (slabs, live) = env.check();
     assert!(slabs >= n && live == 0, "{slabs} slabs, {live} live");
 
     // A tick takes the parked slabs back at once, without waiting for the
     // owner (an idle thread must not keep them) ...
-    assert!(heap_state(h).2 > 0);
-    pcpalloc::maint::tick();
-    assert_eq!(heap_state(h).2, 0, "the tick took the parked slabs back");
+    assert!(park_state(h).2 > 0);
+    env.tick();
+    assert_eq!(park_state(h).2, 0, "the tick took the parked slabs back");
     // ... and the owner's next slow path sees the tick: park_high decays.
-    free_all(fill(b, 2)); // past the current slab: the slow path runs
-    let (high2, missed, parked, _) = heap_state(h);
+    free_all(&env, h, fill(&env, h, b, 2)); // past the current slab
+    let (high2, missed, parked, _) = park_state(h);
     assert_eq!(high2, high - high / 8);
     assert_eq!(missed, 0);
     assert!(parked <= slab);
-    pcpalloc::check_invariants_quiescent();
+    env.check();
+}
+
+#[test]
+fn remote_frees_reach_the_owner_even_from_full_slabs() {
+    let env = Env::new(64 << 20);
+    let (owner, other) = (env.heap(), env.heap());
+    let size = 256;
+    let class = class_of(size);
+    let cap = usize::from(CAPACITY[class]);
+    // Three full slabs and one more object: the first three are full and
+    // off every list, their owner waiting to hear of a remote free.
+    let mut v = fill(&env, owner, size, 3);
+    // SAFETY: this thread drives `owner`.
+    let extra = unsafe { owner.owned() }.alloc(class, &env.pages());
+    assert!(!extra.is_null());
+    assert_eq!(env.check().1, 3 * cap + 1);
+
+    // The other heap frees every object of the first three slabs: remote
+    // frees, each slab's first one posting the slab on the owner's
+    // delayed stack.
+    for p in v.drain(..) {
+        // SAFETY: `other` is driven by this thread; p is live, freed once.
+        unsafe { free_owned(&mut other.owned(), p, KEY, &env.pages()) };
+    }
+    assert!(!owner.delayed.load(Relaxed).is_null(), "no delayed notice");
+    assert_eq!(owner.remote_collected.load(Relaxed), 0);
+    let (_, live) = env.check();
+    assert_eq!(live, 1, "remote frees not accounted");
+
+    // The owner's next slow path collects them and reuses the objects.
+    let again = fill(&env, owner, size, 3);
+    assert_eq!(owner.remote_collected.load(Relaxed) as usize, 3 * cap);
+    assert!(owner.delayed.load(Relaxed).is_null());
+    assert_eq!(
+        owner.slabs_created.load(Relaxed),
+        4,
+        "remote-freed slabs reused"
+    );
+    free_all(&env, owner, again);
+    // SAFETY: this thread drives `owner`; extra is live.
+    unsafe { free_owned(&mut owner.owned(), extra, KEY, &env.pages()) };
+    assert_eq!(env.check().1, 0);
+}
+
+#[test]
+fn collect_gives_every_page_back() {
+    let env = Env::new(64 << 20);
+    let h = env.heap();
+    let mut all = Vec::new();
+    for size in [16, 100, 700, 3000, 8192] {
+        all.push(fill(&env, h, size, 3));
+    }
+    assert!(env.pa.zone.check_invariants().used > 0);
+    for v in all {
+        free_all(&env, h, v);
+    }
+    // SAFETY: this thread drives h.
+    unsafe { h.owned() }.collect(&env.pages());
+    env.pa.drain_all();
+    let walk = env.pa.zone.check_invariants();
+    assert_eq!(walk.used, 0, "pages still used after collect");
+    assert_eq!(walk.pcp, 0);
+    assert_eq!(env.check(), (0, 0));
+    assert_eq!(h.slabs_created.load(Relaxed), h.slabs_retired.load(Relaxed));
+}
+
+#[test]
+fn one_large_block_per_order_is_cached() {
+    let env = Env::new(64 << 20);
+    let h = env.heap();
+    // SAFETY: this thread drives h; the blocks are ours.
+    unsafe {
+        let mut o = h.owned();
+        let pages = env.pages();
+        let take = |order: u32| {
+            let head = pages.alloc(order, MigrateType::Movable);
+            assert!(!head.is_null());
+            LargeBlock::make(head, order, 1 << order, 0)
+        };
+        let (b1, b2) = (take(1), take(1));
+        assert!(o.cache_block(b1));
+        assert_eq!((*b1).kind(), PageKind::Cached);
+        assert!(!o.cache_block(b2), "the order-1 slot is taken");
+        assert!(o.take_cached_block(2).is_null());
+        assert_eq!(o.take_cached_block(1), b1);
+        assert_eq!((*b1).kind(), PageKind::Large);
+        assert!(o.take_cached_block(1).is_null());
+        assert!(o.cache_block(b1));
+        assert!(o.cache_block(take(3)));
+        o.flush_block_cache(&pages);
+        pages.free(LargeBlock::unmake(b2), 1);
+    }
+    env.pa.drain_all();
+    assert_eq!(env.pa.zone.check_invariants().used, 0);
 }

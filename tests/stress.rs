@@ -160,11 +160,11 @@ fn sixteen_threads_cross_frees_and_churn() {
         ops.load(Relaxed)
     );
     wait_for_exited_threads();
-    let _quiet = pcpalloc::maint::pause();
-    let (slabs, live) = pcpalloc::check_invariants_quiescent();
+    let _quiet = pcpalloc::internals::pause();
+    let (slabs, live) = pcpalloc::internals::check_invariants_quiescent();
     pcpalloc::trim();
     let cached_after_trim = pcpalloc::stats().pcp_count;
-    let (slabs_after, live_after) = pcpalloc::check_invariants_quiescent();
+    let (slabs_after, live_after) = pcpalloc::internals::check_invariants_quiescent();
     assert_eq!(live, live_after, "trim changed the number of live objects");
     assert!(slabs_after <= slabs);
     let s = pcpalloc::stats();

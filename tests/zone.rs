@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use pcpalloc::config::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGE_SIZE};
-use pcpalloc::page::{MigrateType, Page, PageKind};
-use pcpalloc::section::page_addr;
-use pcpalloc::zone::{StealRules, Zone, ZoneConfig};
+use pcpalloc::internals::page_addr;
+use pcpalloc::internals::{MigrateType, Page, PageKind};
+use pcpalloc::internals::{StealRules, Zone, ZoneConfig};
+use pcpalloc::internals::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGE_SIZE};
 use proptest::prelude::*;
 
 /// A zone that is unmapped when the test ends.

@@ -6,8 +6,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use pcpalloc::page::{MigrateType, PageKind, PageList};
-use pcpalloc::zone::{Zone, ZoneConfig};
+use pcpalloc::internals::{MigrateType, PageKind, PageList};
+use pcpalloc::internals::{Zone, ZoneConfig};
 
 struct Counting;
 

@@ -7,7 +7,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use pcpalloc_core::malloc as m;
+use pcpalloc_core::internals::malloc as m;
 
 /// C `malloc`.
 #[no_mangle]
@@ -109,11 +109,11 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
 /// released.
 #[no_mangle]
 pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
-    c_int::from(m::trim() > 0)
+    c_int::from(pcpalloc_core::trim() > 0)
 }
 
 /// glibc `malloc_stats`: the stats report on stderr.
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
-    pcpalloc_core::stats::print_to_stderr();
+    pcpalloc_core::internals::print_stats(2);
 }

@@ -11,4 +11,5 @@ pub mod pageset;
 pub mod pool;
 pub mod tune;
 
-pub use pageset::{Pageset, PcpCounters, NR_PCP_LISTS};
+pub use pageset::{Pageset, PcpCounters};
+pub use pool::PagesetPool;

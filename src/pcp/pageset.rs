@@ -13,7 +13,7 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
 
-use crate::config::{NR_PCP_ORDERS, PAGE_ALLOC_COSTLY_ORDER};
+use crate::geometry::{NR_PCP_ORDERS, PAGE_ALLOC_COSTLY_ORDER};
 use crate::page::{
     order_to_pindex, pindex_to_order, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES,
 };
@@ -375,6 +375,11 @@ impl Pageset {
             pages -= chunk;
         }
         total
+    }
+
+    /// Pages cached now.
+    pub fn count(&self) -> usize {
+        self.lock().s.count.max(0) as usize
     }
 
     /// Copies the state and counters.

@@ -1,168 +1,195 @@
-//! Where the allocator's pagesets live.
+//! Where a page allocator's pagesets live.
 //!
 //! Per CPU (the default, as in the kernel): an array indexed by the CPU the
-//! thread runs on (`sched_getcpu`, which glibc reads from rseq). Per thread
-//! (`PCPALLOC_PCP=thread`): each thread heap takes a pageset from this pool
-//! and gives it back, drained, when the thread exits.
+//! thread runs on. Per thread (`PCPALLOC_PCP=thread`): each thread heap
+//! takes a pageset from the pool and gives it back, drained, when the
+//! thread exits. The replay drives one pageset per virtual CPU the same
+//! way.
 //!
 //! Every pageset ever made is on one list (`next_all`), so the maintenance
 //! tick and drain-all reach idle CPUs' and idle threads' pagesets too.
+//! Pagesets live in metadata memory and are never freed.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use crate::meta;
 use crate::sync::Locked;
 use crate::zone::Zone;
 
-use super::Pageset;
+use super::pageset::Pageset;
 
 /// Upper bound on per-CPU pagesets (more CPUs share by index modulo).
 pub const MAX_CPU_PAGESETS: usize = 1024;
 
-static CPU_SETS: AtomicPtr<Pageset> = AtomicPtr::new(ptr::null_mut());
-static NR_CPU_SETS: AtomicUsize = AtomicUsize::new(0);
-static ALL: AtomicPtr<Pageset> = AtomicPtr::new(ptr::null_mut());
-static FREE: Locked<usize> = Locked::new(0);
+/// The pagesets of one page allocator. See the module docs.
+pub struct PagesetPool {
+    cpu_sets: AtomicPtr<Pageset>,
+    nr_cpu_sets: AtomicUsize,
+    all: AtomicPtr<Pageset>,
+    /// Drained thread pagesets waiting for a new thread (chained through
+    /// `next_free`).
+    free: Locked<usize>,
+    /// Whether new pagesets keep a batch before a free_high drain (this
+    /// CPU's cache slice is large enough, seed 000 patch 3).
+    free_high_batch: AtomicBool,
+}
 
-fn publish(ps: *mut Pageset) {
-    let mut head = ALL.load(Ordering::Acquire);
-    loop {
-        // SAFETY: ps is a fresh pageset only we reference so far.
-        unsafe { (*ps).next_all.store(head, Ordering::Relaxed) };
-        match ALL.compare_exchange_weak(head, ps, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return,
-            Err(h) => head = h,
+impl PagesetPool {
+    /// A pool with no pageset yet.
+    pub const fn new() -> PagesetPool {
+        PagesetPool {
+            cpu_sets: AtomicPtr::new(ptr::null_mut()),
+            nr_cpu_sets: AtomicUsize::new(0),
+            all: AtomicPtr::new(ptr::null_mut()),
+            free: Locked::new(0),
+            free_high_batch: AtomicBool::new(false),
         }
     }
-}
 
-fn new_pageset() -> *mut Pageset {
-    let p = meta::alloc(core::mem::size_of::<Pageset>(), 64).cast::<Pageset>();
-    if !p.is_null() {
-        // SAFETY: fresh, aligned metadata memory.
-        unsafe { p.write(Pageset::new()) };
+    fn publish(&self, ps: *mut Pageset) {
+        let mut head = self.all.load(Ordering::Acquire);
+        loop {
+            // SAFETY: ps is a fresh pageset only we reference so far.
+            unsafe { (*ps).next_all.store(head, Ordering::Relaxed) };
+            match self
+                .all
+                .compare_exchange_weak(head, ps, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
     }
-    p
-}
 
-/// Creates the per-CPU pagesets (once, at init). `free_high_batch(cpu)`
-/// says whether that CPU's cache slice is large enough for
-/// PCPF_FREE_HIGH_BATCH. Returns false if metadata memory is unavailable.
-pub fn init_cpu_sets(nr_cpus: usize, free_high_batch: impl Fn(usize) -> bool) -> bool {
-    let n = nr_cpus.clamp(1, MAX_CPU_PAGESETS);
-    let arr = meta::alloc(n * core::mem::size_of::<Pageset>(), 64).cast::<Pageset>();
-    if arr.is_null() {
-        return false;
+    /// Creates the per-CPU pagesets (once). `free_high_batch` says whether
+    /// a CPU's cache slice is large enough for PCPF_FREE_HIGH_BATCH.
+    /// Returns false if metadata memory is unavailable.
+    pub fn init_cpu_sets(&self, nr_cpus: usize, free_high_batch: bool) -> bool {
+        self.free_high_batch
+            .store(free_high_batch, Ordering::Relaxed);
+        let n = nr_cpus.clamp(1, MAX_CPU_PAGESETS);
+        let arr = meta::alloc(n * core::mem::size_of::<Pageset>(), 64).cast::<Pageset>();
+        if arr.is_null() {
+            return false;
+        }
+        for cpu in 0..n {
+            // SAFETY: arr has room for n pagesets.
+            unsafe {
+                let ps = arr.add(cpu);
+                ps.write(Pageset::new());
+                (*ps).set_free_high_batch(free_high_batch);
+                self.publish(ps);
+            }
+        }
+        self.nr_cpu_sets.store(n, Ordering::Relaxed);
+        self.cpu_sets.store(arr, Ordering::Release);
+        true
     }
-    for cpu in 0..n {
-        // SAFETY: arr has room for n pagesets.
+
+    /// The pageset of `cpu` (per-CPU mode). Only after
+    /// [`init_cpu_sets`](Self::init_cpu_sets).
+    #[inline]
+    pub fn cpu_pageset(&self, cpu: usize) -> &Pageset {
+        let n = self.nr_cpu_sets.load(Ordering::Relaxed);
+        let arr = self.cpu_sets.load(Ordering::Acquire);
+        debug_assert!(n > 0 && !arr.is_null());
+        let i = if cpu < n { cpu } else { cpu % n };
+        // SAFETY: init_cpu_sets made n pagesets that live forever.
+        unsafe { &*arr.add(i) }
+    }
+
+    /// A pageset for a new thread (thread mode): a drained one from the
+    /// free list, or a new one. Null if metadata memory is unavailable.
+    pub fn acquire_thread_pageset(&self) -> *mut Pageset {
+        {
+            let mut f = self.free.lock();
+            let head = *f as *mut Pageset;
+            if !head.is_null() {
+                // SAFETY: pagesets on the free list are ours and live forever.
+                *f = unsafe { (*head).next_free.load(Ordering::Relaxed) } as usize;
+                return head;
+            }
+        }
+        let p = meta::alloc(core::mem::size_of::<Pageset>(), 64).cast::<Pageset>();
+        if !p.is_null() {
+            // SAFETY: fresh, aligned metadata memory, ours until published.
+            unsafe {
+                p.write(Pageset::new());
+                (*p).set_free_high_batch(self.free_high_batch.load(Ordering::Relaxed));
+                (*p).set_biased(true);
+            }
+            self.publish(p);
+        }
+        p
+    }
+
+    /// Drains a thread's pageset into `zone` and puts it on the free list.
+    ///
+    /// # Safety
+    /// `ps` came from [`acquire_thread_pageset`](Self::acquire_thread_pageset)
+    /// of this pool, and the calling thread, which owns it, is done with it.
+    pub unsafe fn release_thread_pageset(&self, ps: *mut Pageset, zone: &Zone) {
+        // SAFETY: ps lives forever (contract).
         unsafe {
-            let ps = arr.add(cpu);
-            ps.write(Pageset::new());
-            (*ps).set_free_high_batch(free_high_batch(cpu));
-            publish(ps);
+            (*ps).drain_owned(zone);
+            let mut f = self.free.lock();
+            (*ps).next_free.store(*f as *mut Pageset, Ordering::Relaxed);
+            *f = ps as usize;
         }
     }
-    NR_CPU_SETS.store(n, Ordering::Relaxed);
-    CPU_SETS.store(arr, Ordering::Release);
-    true
-}
 
-/// The pageset of `cpu` (per-CPU mode). Only after initialisation
-/// (`state::ensure_init`).
-#[inline]
-pub fn cpu_pageset(cpu: usize) -> &'static Pageset {
-    let n = NR_CPU_SETS.load(Ordering::Relaxed);
-    let arr = CPU_SETS.load(Ordering::Acquire);
-    debug_assert!(n > 0 && !arr.is_null());
-    let i = if cpu < n { cpu } else { cpu % n };
-    // SAFETY: init_cpu_sets made n pagesets that live forever.
-    unsafe { &*arr.add(i) }
-}
-
-/// A pageset for a new thread (thread mode): a drained one from the free
-/// list, or a new one. Null if metadata memory is unavailable.
-pub fn acquire_thread_pageset(free_high_batch: bool) -> *mut Pageset {
-    let mut f = FREE.lock();
-    let head = *f as *mut Pageset;
-    if !head.is_null() {
-        // SAFETY: pagesets on the free list are ours and live forever.
-        *f = unsafe { (*head).next_free.load(Ordering::Relaxed) } as usize;
-        return head;
+    /// Calls `f` on every pageset ever created.
+    pub fn for_each(&self, mut f: impl FnMut(&Pageset)) {
+        let mut p = self.all.load(Ordering::Acquire);
+        while !p.is_null() {
+            // SAFETY: published pagesets live forever.
+            let ps = unsafe { &*p };
+            f(ps);
+            p = ps.next_all.load(Ordering::Acquire);
+        }
     }
-    drop(f);
-    let p = new_pageset();
-    if !p.is_null() {
-        // SAFETY: p is fresh.
+
+    /// Drains every pageset into `zone` (`drain_all_pages`). Returns pages.
+    pub fn drain_all(&self, zone: &Zone) -> usize {
+        let mut n = 0;
+        self.for_each(|ps| n += ps.drain(zone));
+        n
+    }
+
+    /// Pages held by all pagesets (racy sum, for decisions and reports).
+    pub fn total_count(&self) -> usize {
+        let mut n = 0;
+        self.for_each(|ps| n += ps.count());
+        n
+    }
+
+    /// Takes the free-list lock and every pageset lock (before fork).
+    pub fn lock_all(&self) {
+        self.free.lock.lock();
+        self.for_each(|ps| core::mem::forget(ps.lock()));
+    }
+
+    /// Releases what [`lock_all`](Self::lock_all) took: in the parent,
+    /// waking anyone queued; in the child, resetting.
+    ///
+    /// # Safety
+    /// Only right after fork, having called `lock_all` in this thread.
+    pub unsafe fn unlock_all(&self, child: bool) {
+        // SAFETY: every lock was taken by lock_all in this thread.
         unsafe {
-            (*p).set_free_high_batch(free_high_batch);
-            (*p).set_biased(true);
+            self.for_each(|ps| ps.force_unlock());
+            if child {
+                self.free.lock.force_unlock();
+            } else {
+                self.free.lock.unlock();
+            }
         }
-        publish(p);
-    }
-    p
-}
-
-/// Drains a thread's pageset into `zone` and puts it on the free list.
-///
-/// # Safety
-/// `ps` came from [`acquire_thread_pageset`], and the calling thread, which
-/// owns it, is done with it.
-pub unsafe fn release_thread_pageset(ps: *mut Pageset, zone: &Zone) {
-    // SAFETY: ps lives forever (contract).
-    unsafe {
-        (*ps).drain_owned(zone);
-        let mut f = FREE.lock();
-        (*ps).next_free.store(*f as *mut Pageset, Ordering::Relaxed);
-        *f = ps as usize;
     }
 }
 
-/// Calls `f` on every pageset ever created.
-pub fn for_each(mut f: impl FnMut(&'static Pageset)) {
-    let mut p = ALL.load(Ordering::Acquire);
-    while !p.is_null() {
-        // SAFETY: published pagesets live forever.
-        let ps: &'static Pageset = unsafe { &*p };
-        f(ps);
-        p = ps.next_all.load(Ordering::Acquire);
-    }
-}
-
-/// Drains every pageset into `zone` (`drain_all_pages`). Returns pages.
-pub fn drain_all(zone: &Zone) -> usize {
-    let mut n = 0;
-    for_each(|ps| n += ps.drain(zone));
-    n
-}
-
-/// Pages held by all pagesets (racy sum, for decisions and reports).
-pub fn total_count() -> usize {
-    let mut n = 0;
-    for_each(|ps| n += ps.snapshot().0.count.max(0) as usize);
-    n
-}
-
-/// Takes every pageset lock and the free-list lock before fork.
-pub fn before_fork() {
-    FREE.lock.lock();
-    for_each(|ps| core::mem::forget(ps.lock()));
-}
-
-/// Releases the locks taken by [`before_fork`] (parent: waking anyone
-/// queued on them) or resets them (child).
-///
-/// # Safety
-/// Only right after fork, having called [`before_fork`].
-pub unsafe fn after_fork(child: bool) {
-    // SAFETY: every lock was taken by before_fork in this thread.
-    unsafe {
-        for_each(|ps| ps.force_unlock());
-        if child {
-            FREE.lock.force_unlock();
-        } else {
-            FREE.lock.unlock();
-        }
+impl Default for PagesetPool {
+    fn default() -> Self {
+        Self::new()
     }
 }

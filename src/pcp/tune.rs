@@ -8,7 +8,7 @@
 //! are pages; the refill size returned by [`nr_pcp_alloc`] is in blocks of
 //! the requested order (the kernel's `rmqueue_bulk` count).
 
-use crate::config::PAGE_ALLOC_COSTLY_ORDER;
+use crate::geometry::PAGE_ALLOC_COSTLY_ORDER;
 use crate::tunables::{heuristic::*, FreeCountMode, FreeHighThreshold, Knobs};
 use crate::zone::watermark::PcpParams;
 
@@ -295,7 +295,7 @@ pub fn decay_pcp_high(s: &mut PcpState, p: &PcpParams, k: &Knobs) -> i32 {
 /// Whether a pageset on a CPU with a cache slice of `slice_bytes` keeps a
 /// batch before free_high draining (`zone_pcp_update_cacheinfo`).
 pub fn free_high_batch(slice_bytes: u64, batch: u32) -> bool {
-    (slice_bytes >> crate::config::PAGE_SHIFT) > 3 * u64::from(batch)
+    (slice_bytes >> crate::geometry::PAGE_SHIFT) > 3 * u64::from(batch)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //! orders ≤ 3, so we keep the 12.5% internal-waste spacing and accept
 //! those tails.
 
-use crate::config::{PAGE_SHIFT, PAGE_SIZE, SMALL_MAX};
+use crate::geometry::{PAGE_SHIFT, PAGE_SIZE, SMALL_MAX};
 
 /// Smallest class (every block holds a free-list link and a free key).
 pub const MIN_CLASS_SIZE: usize = 16;
@@ -198,12 +198,6 @@ pub fn object_index(inverse: u16, shift: u8, capacity: u16, off: usize) -> Optio
     (q < capacity).then_some(q as usize)
 }
 
-/// [`object_index`] for class `c`.
-pub fn object_index_of_class(c: usize, off: usize) -> Option<usize> {
-    let info = CLASS_INFO[c];
-    object_index(info.inverse, info.shift, CAPACITY[c], off)
-}
-
 /// The smallest class that holds `size` bytes at alignment `align` (a power
 /// of two ≤ 4096 for slabs, since they start on a page), if any.
 pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
@@ -224,7 +218,7 @@ pub fn slab_align(c: usize) -> usize {
 
 const _: () = assert!(NR_CLASSES <= 255);
 // Slab offsets fit the 16-bit object check.
-const _: () = assert!(PAGE_SIZE << crate::config::PAGE_ALLOC_COSTLY_ORDER <= 1 << 16);
+const _: () = assert!(PAGE_SIZE << crate::geometry::PAGE_ALLOC_COSTLY_ORDER <= 1 << 16);
 const _: () = assert!(PAGE_SHIFT == 12);
 
 #[cfg(test)]
@@ -271,6 +265,11 @@ mod tests {
                 SLAB_ORDER[c]
             );
         }
+    }
+
+    fn object_index_of_class(c: usize, off: usize) -> Option<usize> {
+        let info = CLASS_INFO[c];
+        object_index(info.inverse, info.shift, CAPACITY[c], off)
     }
 
     #[test]

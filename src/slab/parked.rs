@@ -17,11 +17,13 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use crate::config::{NR_PCP_ORDERS, PAGE_SIZE};
-use crate::page::{Page, PageList};
+use crate::geometry::{NR_PCP_ORDERS, PAGE_SIZE};
+use crate::page::PageList;
+
+use super::slab::Slab;
 use crate::sync::TryLock;
 
-type Lists = [PageList; NR_PCP_ORDERS];
+type Lists = [PageList<Slab>; NR_PCP_ORDERS];
 
 /// Parked slabs. See the module docs.
 pub struct Parked {
@@ -65,7 +67,7 @@ impl Parked {
     /// # Safety
     /// `s` is an empty slab of the calling thread's heap (whose `Parked`
     /// this is), on no list and not current.
-    pub unsafe fn park(&self, s: *mut Page, limit: usize) -> bool {
+    pub unsafe fn park(&self, s: *mut Slab, limit: usize) -> bool {
         // SAFETY: forwarded contract.
         let order = unsafe { (*s).order } as usize;
         let size = PAGE_SIZE << order;
@@ -82,7 +84,7 @@ impl Parked {
     }
 
     /// Takes a parked slab of `order`, or null (none, or the lock is busy).
-    pub fn take(&self, order: u32) -> *mut Page {
+    pub fn take(&self, order: u32) -> *mut Slab {
         let order = order as usize;
         if self.bytes.load(Relaxed) == 0 {
             return core::ptr::null_mut();
@@ -100,12 +102,12 @@ impl Parked {
     /// Empties the lists: returns every parked slab, chained through
     /// `next`, for the caller to give back. `wait`: wait for the lock
     /// instead of giving up when it is busy.
-    pub fn take_all(&self, wait: bool) -> *mut Page {
+    pub fn take_all(&self, wait: bool) -> *mut Slab {
         if self.bytes.load(Relaxed) == 0 {
             return core::ptr::null_mut();
         }
         self.with(wait, core::ptr::null_mut(), |lists| {
-            let mut chain: *mut Page = core::ptr::null_mut();
+            let mut chain: *mut Slab = core::ptr::null_mut();
             for list in lists.iter_mut() {
                 loop {
                     // SAFETY: the list holds parked slabs; once popped a
@@ -132,7 +134,7 @@ impl Parked {
 
     /// Calls `f` on every parked slab with its list's order, under the lock
     /// (checks).
-    pub fn for_each(&self, mut f: impl FnMut(*mut Page, usize)) {
+    pub fn for_each(&self, mut f: impl FnMut(*mut Slab, usize)) {
         self.with(true, (), |lists| {
             for (order, list) in lists.iter().enumerate() {
                 // SAFETY: under the lock the list and its links are stable.
@@ -150,16 +152,16 @@ impl Parked {
 
     /// Before fork: takes the lock, so no other thread is mid-operation
     /// when the child's copy is made.
-    pub fn before_fork(&self) {
+    pub fn lock_for_fork(&self) {
         self.lock.lock();
     }
 
-    /// After fork, in parent and child: releases the lock `before_fork`
+    /// After fork, in parent and child: releases the lock `lock_for_fork`
     /// took.
     ///
     /// # Safety
-    /// Only after [`before_fork`](Self::before_fork) in this thread.
-    pub unsafe fn after_fork(&self) {
+    /// Only after [`lock_for_fork`](Self::lock_for_fork) in this thread.
+    pub unsafe fn unlock_after_fork(&self) {
         // SAFETY: forwarded contract.
         unsafe { self.lock.unlock() };
     }

@@ -1,9 +1,10 @@
-//! Slab operations on a slab's head descriptor.
+//! A slab: a block of order 0..=3 cut into objects of one size class, and
+//! its descriptor — the [`Slab`] view of the block's head page descriptor,
+//! as the kernel overlays `struct slab` on `struct page`.
 //!
-//! A slab is a block of order 0..=3 cut into objects of one size class.
-//! Its metadata is its head page descriptor (see `page.rs`), so an object's
-//! slab is found from the object's address alone: section → descriptor →
-//! `head`. Objects are handed out from three places, in this order:
+//! An object's slab is found from the object's address alone: section →
+//! page descriptor → `head`. Objects are handed out from three places, in
+//! this order:
 //!
 //! - `free`: the owner's list (no atomics; only the owning heap touches it);
 //! - `thread_free`: objects freed by other threads, pushed with CAS; the
@@ -11,9 +12,10 @@
 //! - the untouched tail (`reserved` < `capacity`), carved a page at a time
 //!   so a new slab costs no more memory than it serves.
 //!
-//! `aux` counts objects handed out and not yet back on `free` (objects
-//! waiting on `thread_free` still count), so `aux == 0` means the slab holds
-//! no live object and can go back to the page allocator.
+//! Invariant: `used` counts objects handed out and not yet back on `free`
+//! (objects waiting on `thread_free` still count), so
+//! `used + len(free) = reserved`, and `used == 0` means the slab holds no
+//! live object and can go back to the page allocator.
 //!
 //! Free-block layout: word 0 links the list; word 1 holds the process's
 //! free key, so `free` recognises a block that is already free (a double
@@ -28,43 +30,138 @@
 //! safe).
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
 
-use crate::config::PAGE_SIZE;
-use crate::page::{flags, Page, PageKind};
+use crate::geometry::{PAGE_DESC_SIZE, PAGE_SIZE};
+use crate::page::{Linked, Page, PageKind};
 use crate::section::{desc_of, page_addr};
 
-use super::classes::{CAPACITY, CLASS_SIZE};
+use super::classes::{self, CAPACITY, CLASS_INFO, CLASS_SIZE};
 
 /// Low bit of `thread_free`: the slab is full and its owner wants to hear
 /// about the next remote free.
 pub const FULL_NOTIFY: usize = 1;
+/// `flags`: the slab is full and on no list; a local free or a delayed-free
+/// notice brings it back to the partial list.
+pub const IN_FULL: u8 = 1 << 1;
 /// Bytes carved from a slab's untouched tail at a time.
 const EXTEND_BYTES: usize = PAGE_SIZE;
 /// ... but at least this many objects, so large classes do not take the
 /// slow path every few allocations.
 const EXTEND_MIN_OBJECTS: usize = 16;
 
+/// The descriptor of a slab's head page, seen as a slab. See the module
+/// docs for the invariants; the owner is the thread heap in `owner`.
+#[repr(C, align(64))]
+pub struct Slab {
+    /// `PageKind::Slab`.
+    pub kind: AtomicU8,
+    /// The slab's order (0..=3).
+    pub order: u8,
+    _migratetype: u8,
+    /// `IN_FULL`.
+    pub flags: u8,
+    /// Objects handed out and not back on `free` (owner-only).
+    pub used: u32,
+    /// The owner heap's list links (partial or parked lists, or the
+    /// delayed stack through `next`).
+    pub next: *mut Slab,
+    /// See `next`.
+    pub prev: *mut Slab,
+    /// This slab (every page of a slab points at its head).
+    pub head: AtomicPtr<Slab>,
+    /// The thread heap owning the slab; fixed for the slab's life.
+    pub owner: AtomicPtr<u8>,
+    /// The owner's free list of objects (owner-only).
+    pub free: *mut u8,
+    /// Objects freed by other threads, pushed with CAS; the low bit is
+    /// `FULL_NOTIFY`.
+    pub thread_free: AtomicUsize,
+    /// Size class index.
+    pub class: u8,
+    /// The class's `classes::ClassInfo` `shift` (the free path's object
+    /// check, here so it needs no table).
+    pub obj_shift: u8,
+    /// The class's `classes::ClassInfo` `inverse`.
+    pub obj_inverse: u16,
+    /// Objects carved so far (the rest is untouched).
+    pub reserved: u16,
+    /// Objects the slab holds.
+    pub capacity: u16,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<Slab>() == PAGE_DESC_SIZE);
+    assert!(offset_of!(Slab, kind) == offset_of!(Page, kind));
+    assert!(offset_of!(Slab, order) == offset_of!(Page, order));
+    assert!(offset_of!(Slab, flags) == offset_of!(Page, flags));
+    assert!(offset_of!(Slab, next) == offset_of!(Page, next));
+    assert!(offset_of!(Slab, prev) == offset_of!(Page, prev));
+    assert!(offset_of!(Slab, head) == offset_of!(Page, head));
+};
+
+// SAFETY: a Slab is only reached through raw pointers whose use follows
+// the ownership rules in the module docs; cross-thread fields are atomics.
+unsafe impl Sync for Slab {}
+// SAFETY: as above.
+unsafe impl Send for Slab {}
+
+// SAFETY: next and prev are the slab's own link fields.
+unsafe impl Linked for Slab {
+    #[inline(always)]
+    unsafe fn links(p: *mut Slab) -> (*mut *mut Slab, *mut *mut Slab) {
+        // SAFETY: p is valid (contract).
+        unsafe {
+            (
+                core::ptr::addr_of_mut!((*p).next),
+                core::ptr::addr_of_mut!((*p).prev),
+            )
+        }
+    }
+}
+
+impl Slab {
+    /// The slab whose head page descriptor is `p`.
+    #[inline(always)]
+    pub fn from_page(p: *mut Page) -> *mut Slab {
+        p.cast()
+    }
+
+    /// The head page descriptor of slab `s`.
+    #[inline(always)]
+    pub fn page(s: *mut Slab) -> *mut Page {
+        s.cast()
+    }
+
+    /// The address of the slab's first object.
+    #[inline(always)]
+    pub fn base(s: *const Slab) -> usize {
+        page_addr(s.cast())
+    }
+}
+
 /// Turns the block at `head` (order `order`) into an empty slab of class
 /// `class` owned by `owner`.
 ///
 /// # Safety
 /// `head` heads a block the caller owns, of the slab order of `class`.
-pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) {
+pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) -> *mut Slab {
+    let s = Slab::from_page(head);
     // SAFETY: the caller owns the block and all its descriptors.
     unsafe {
-        (*head).order = order as u8;
-        set_class(head, class);
-        (*head).flags = 0;
-        (*head).aux = 0;
-        (*head).reserved = 0;
-        (*head).capacity = CAPACITY[class];
-        (*head).next = core::ptr::null_mut();
-        (*head).prev = core::ptr::null_mut();
-        (*head).free = core::ptr::null_mut();
-        (*head).thread_free.store(0, Relaxed);
-        (*head).owner.store(owner, Relaxed);
-        (*head).head.store(head, Relaxed);
-        let base = page_addr(head);
+        (*s).order = order as u8;
+        set_class(s, class);
+        (*s).flags = 0;
+        (*s).used = 0;
+        (*s).reserved = 0;
+        (*s).next = core::ptr::null_mut();
+        (*s).prev = core::ptr::null_mut();
+        (*s).free = core::ptr::null_mut();
+        (*s).thread_free.store(0, Relaxed);
+        (*s).owner.store(owner, Relaxed);
+        (*s).head.store(s, Relaxed);
+        let base = Slab::base(s);
         for i in 1..(1usize << order) {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(head, Relaxed);
@@ -72,22 +169,23 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) {
         }
         // Publish the kind last: a racing invalid free that sees Slab also
         // sees the fields above.
-        (*head).kind.store(PageKind::Slab as u8, Release);
+        (*s).kind.store(PageKind::Slab as u8, Release);
     }
+    s
 }
 
 /// Writes the class and what the free path's object check needs of it.
 ///
 /// # Safety
-/// The caller owns the slab's descriptor.
-unsafe fn set_class(head: *mut Page, class: usize) {
-    let info = super::classes::CLASS_INFO[class];
+/// The caller owns the slab.
+unsafe fn set_class(s: *mut Slab, class: usize) {
+    let info = CLASS_INFO[class];
     // SAFETY: forwarded contract.
     unsafe {
-        (*head).class = class as u8;
-        (*head).obj_inverse = info.inverse;
-        (*head).obj_shift = info.shift;
-        (*head).capacity = CAPACITY[class];
+        (*s).class = class as u8;
+        (*s).obj_inverse = info.inverse;
+        (*s).obj_shift = info.shift;
+        (*s).capacity = CAPACITY[class];
     }
 }
 
@@ -95,57 +193,96 @@ unsafe fn set_class(head: *mut Page, class: usize) {
 /// one does (one multiply, no table: see `classes::ClassInfo`).
 ///
 /// # Safety
-/// `slab` is a live slab's head descriptor and `off` is less than the
-/// slab's size.
+/// `s` is a live slab and `off` is less than 2^16.
 #[inline(always)]
-pub unsafe fn object_index(slab: *const Page, off: usize) -> Option<usize> {
+pub unsafe fn object_index(s: *const Slab, off: usize) -> Option<usize> {
     // SAFETY: forwarded contract; the fields were set by init together.
-    unsafe {
-        super::classes::object_index(
-            (*slab).obj_inverse,
-            (*slab).obj_shift,
-            (*slab).capacity,
-            off,
-        )
-    }
+    unsafe { classes::object_index((*s).obj_inverse, (*s).obj_shift, (*s).capacity, off) }
+}
+
+/// The usable size of an object of slab `s`.
+///
+/// # Safety
+/// `s` is a live slab.
+#[inline]
+pub unsafe fn object_size(s: *const Slab) -> usize {
+    // SAFETY: forwarded contract.
+    CLASS_SIZE[unsafe { (*s).class } as usize] as usize
 }
 
 /// Sets up an empty slab of the same order again for another `class`: its
 /// objects are forgotten and carved anew from the untouched tail.
 ///
 /// # Safety
-/// `head` is a slab owned by the calling heap, with no live object, no
+/// `s` is a slab owned by the calling heap, with no live object, no
 /// pending remote free, on no list, and `SLAB_ORDER[class]` is its order.
-pub unsafe fn reinit(head: *mut Page, class: usize) {
+pub unsafe fn reinit(s: *mut Slab, class: usize) {
     // SAFETY: the caller owns the slab; nobody else may touch its objects.
     unsafe {
-        debug_assert_eq!((*head).aux, 0);
-        debug_assert_eq!(super::classes::SLAB_ORDER[class], (*head).order);
-        debug_assert_eq!((*head).thread_free.load(Relaxed), 0);
-        set_class(head, class);
-        (*head).reserved = 0;
-        (*head).free = core::ptr::null_mut();
+        debug_assert_eq!((*s).used, 0);
+        debug_assert_eq!(super::classes::SLAB_ORDER[class], (*s).order);
+        debug_assert_eq!((*s).thread_free.load(Relaxed), 0);
+        set_class(s, class);
+        (*s).reserved = 0;
+        (*s).free = core::ptr::null_mut();
     }
 }
 
 /// Undoes [`init`] before the block goes back to the page allocator; the
-/// head keeps only its order.
+/// head keeps only its order. Returns the head page descriptor.
 ///
 /// # Safety
-/// `head` is a slab with no live objects, owned by the caller.
-pub unsafe fn fini(head: *mut Page) {
+/// `s` is a slab with no live objects, owned by the caller.
+pub unsafe fn fini(s: *mut Slab) -> *mut Page {
+    let head = Slab::page(s);
     // SAFETY: the caller owns the slab and its descriptors.
     unsafe {
-        let order = u32::from((*head).order);
-        let base = page_addr(head);
+        let order = u32::from((*s).order);
+        let base = Slab::base(s);
         for i in 1..(1usize << order) {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(core::ptr::null_mut(), Relaxed);
             (*t).set_kind(PageKind::None);
         }
         (*head).reset();
-        (*head).order = order as u8;
-        (*head).flags = 0; // the memory was written: not clean
+        (*head).order = order as u8; // the memory was written: not clean
+    }
+    head
+}
+
+/// Pops the slab's next free object (the allocation fast path's body).
+///
+/// # Safety
+/// `s` is owned by the calling heap and its `free` list is non-empty.
+#[inline(always)]
+pub unsafe fn pop(s: *mut Slab) -> *mut u8 {
+    // SAFETY: the owner's list holds free objects of this slab.
+    unsafe {
+        let p = (*s).free;
+        let obj = p as *mut usize;
+        (*s).free = obj.read() as *mut u8;
+        (*s).used += 1;
+        obj.add(1).write(0); // no longer carries the free key
+        p
+    }
+}
+
+/// The owner frees `p`: pushes it on the slab's own list. Returns true if
+/// the slab needs the slow path's attention (it became empty, or was
+/// full).
+///
+/// # Safety
+/// The calling heap owns `s`, and `p` is a live object of it.
+#[inline(always)]
+pub unsafe fn push_local(s: *mut Slab, p: *mut u8, free_key: usize) -> bool {
+    // SAFETY: owner-only fields; p is ours to relink (contract).
+    unsafe {
+        let obj = p as *mut usize;
+        obj.write((*s).free as usize);
+        obj.add(1).write(free_key);
+        (*s).free = p;
+        (*s).used -= 1;
+        (*s).used == 0 || (*s).flags & IN_FULL != 0
     }
 }
 
@@ -153,33 +290,32 @@ pub unsafe fn fini(head: *mut Page) {
 /// Returns false if the slab has no untouched objects left.
 ///
 /// # Safety
-/// `slab` is a slab owned by the calling heap.
-pub unsafe fn extend(slab: *mut Page) -> bool {
+/// `s` is a slab owned by the calling heap.
+pub unsafe fn extend(s: *mut Slab) -> bool {
     // SAFETY: the owner has exclusive use of free/reserved and of the
     // never-handed-out objects it writes.
     unsafe {
-        let class = (*slab).class as usize;
-        let size = CLASS_SIZE[class] as usize;
-        let cap = (*slab).capacity as usize;
-        let first = (*slab).reserved as usize;
+        let size = object_size(s);
+        let cap = (*s).capacity as usize;
+        let first = (*s).reserved as usize;
         if first >= cap {
             return false;
         }
         let n = (EXTEND_BYTES / size)
             .max(EXTEND_MIN_OBJECTS)
             .min(cap - first);
-        let base = page_addr(slab) + first * size;
+        let base = Slab::base(s) + first * size;
         // Link the new objects in address order, ending in the old list.
         // They get no free key: only a block that was handed out and freed
         // carries one (freeing a block never handed out is not detected).
-        let mut next = (*slab).free;
+        let mut next = (*s).free;
         for i in (0..n).rev() {
             let obj = (base + i * size) as *mut usize;
             obj.write(next as usize);
             next = obj.cast();
         }
-        (*slab).free = next;
-        (*slab).reserved = (first + n) as u16;
+        (*s).free = next;
+        (*s).reserved = (first + n) as u16;
         true
     }
 }
@@ -187,15 +323,15 @@ pub unsafe fn extend(slab: *mut Page) -> bool {
 /// Moves every remotely freed object onto `free` and returns how many.
 ///
 /// # Safety
-/// `slab` is a slab owned by the calling heap.
-pub unsafe fn collect_thread_free(slab: *mut Page) -> u32 {
+/// `s` is a slab owned by the calling heap.
+pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
     // SAFETY: only the owner swaps thread_free out; the objects on it are
     // free and ours to relink.
     unsafe {
-        if (*slab).thread_free.load(Relaxed) & !FULL_NOTIFY == 0 {
+        if (*s).thread_free.load(Relaxed) & !FULL_NOTIFY == 0 {
             return 0;
         }
-        let list = (*slab).thread_free.swap(0, Acquire) & !FULL_NOTIFY;
+        let list = (*s).thread_free.swap(0, Acquire) & !FULL_NOTIFY;
         let mut n = 0u32;
         let mut p = list as *mut usize;
         let mut last = p;
@@ -205,9 +341,9 @@ pub unsafe fn collect_thread_free(slab: *mut Page) -> u32 {
             p = p.read() as *mut usize;
         }
         if n > 0 {
-            last.write((*slab).free as usize);
-            (*slab).free = list as *mut u8;
-            (*slab).aux -= n;
+            last.write((*s).free as usize);
+            (*s).free = list as *mut u8;
+            (*s).used -= n;
         }
         n
     }
@@ -217,16 +353,16 @@ pub unsafe fn collect_thread_free(slab: *mut Page) -> u32 {
 /// was marked full, in which case the caller must notify the owner.
 ///
 /// # Safety
-/// `p` is a live object of `slab` being freed by a thread that does not own
+/// `p` is a live object of `s` being freed by a thread that does not own
 /// the slab.
 #[inline]
-pub unsafe fn push_remote(slab: *mut Page, p: *mut u8, free_key: usize) -> bool {
+pub unsafe fn push_remote(s: *mut Slab, p: *mut u8, free_key: usize) -> bool {
     // SAFETY: p is a live object of this slab (contract); after the CAS it
     // belongs to the list, which only the owner takes.
     unsafe {
         let obj = p as *mut usize;
         obj.add(1).write(free_key);
-        let tf = &(*slab).thread_free;
+        let tf = &(*s).thread_free;
         let mut old = tf.load(Relaxed);
         loop {
             obj.write(old & !FULL_NOTIFY);
@@ -242,19 +378,19 @@ pub unsafe fn push_remote(slab: *mut Page, p: *mut u8, free_key: usize) -> bool 
 /// Returns false if remote frees arrived (collect them instead).
 ///
 /// # Safety
-/// `slab` is owned by the calling heap, is on no list, and its `free` list
+/// `s` is owned by the calling heap, is on no list, and its `free` list
 /// and untouched tail are empty.
-pub unsafe fn mark_full(slab: *mut Page) -> bool {
+pub unsafe fn mark_full(s: *mut Slab) -> bool {
     // SAFETY: owner-only fields; thread_free by CAS.
     unsafe {
-        if (*slab)
+        if (*s)
             .thread_free
             .compare_exchange(0, FULL_NOTIFY, Release, Relaxed)
             .is_err()
         {
             return false;
         }
-        (*slab).flags |= flags::IN_FULL;
+        (*s).flags |= IN_FULL;
         true
     }
 }
@@ -265,18 +401,18 @@ pub unsafe fn mark_full(slab: *mut Page) -> bool {
 /// must stay marked IN_FULL until popped from there.
 ///
 /// # Safety
-/// `slab` is owned by the calling heap and marked IN_FULL.
-pub unsafe fn unmark_full(slab: *mut Page) -> bool {
+/// `s` is owned by the calling heap and marked IN_FULL.
+pub unsafe fn unmark_full(s: *mut Slab) -> bool {
     // SAFETY: owner-only fields; thread_free by CAS.
     unsafe {
-        if (*slab)
+        if (*s)
             .thread_free
             .compare_exchange(FULL_NOTIFY, 0, Acquire, Relaxed)
             .is_err()
         {
             return false;
         }
-        (*slab).flags &= !flags::IN_FULL;
+        (*s).flags &= !IN_FULL;
         true
     }
 }
@@ -284,22 +420,57 @@ pub unsafe fn unmark_full(slab: *mut Page) -> bool {
 /// Whether `p` is on the slab's owner-side free list (double-free check).
 ///
 /// # Safety
-/// `slab` is owned by the calling heap.
-pub unsafe fn on_free_list(slab: *mut Page, p: *mut u8) -> bool {
+/// `s` is owned by the calling heap.
+pub unsafe fn on_free_list(s: *mut Slab, p: *mut u8) -> bool {
     // SAFETY: the owner's list is owner-only and well formed.
+    unsafe { list_contains((*s).free, p, (*s).capacity) }
+}
+
+/// Whether `p` is on the slab's remote list (double-free check).
+///
+/// # Safety
+/// `s` is owned by the calling heap: its remote list only grows at the
+/// head meanwhile, so walking from a snapshot is safe.
+pub unsafe fn on_thread_free(s: *mut Slab, p: *mut u8) -> bool {
+    // SAFETY: forwarded contract.
     unsafe {
-        let mut q = (*slab).free;
-        let mut steps = 0u32;
-        while !q.is_null() {
-            if q == p {
-                return true;
-            }
-            q = (q as *mut usize).read() as *mut u8;
-            steps += 1;
-            if steps > u32::from((*slab).capacity) {
-                return false; // a corrupted list: do not loop forever
-            }
-        }
-        false
+        let head = ((*s).thread_free.load(Acquire) & !FULL_NOTIFY) as *mut u8;
+        list_contains(head, p, (*s).capacity)
     }
+}
+
+/// Whether list `q` holds `p`, looking at no more than `cap` + 1 links (a
+/// corrupted list does not loop forever).
+///
+/// # Safety
+/// `q` is a list of free objects of a live slab of `cap` objects.
+unsafe fn list_contains(mut q: *mut u8, p: *mut u8, cap: u16) -> bool {
+    let mut steps = 0u32;
+    while !q.is_null() {
+        if q == p {
+            return true;
+        }
+        // SAFETY: q is a free object (contract).
+        q = unsafe { (q as *mut usize).read() } as *mut u8;
+        steps += 1;
+        if steps > u32::from(cap) {
+            return false;
+        }
+    }
+    false
+}
+
+/// Length of a free list, bounded by `cap` (panics past it: a cycle).
+///
+/// # Safety
+/// `p` is a list of free objects of a live slab of `cap` objects.
+pub unsafe fn list_len(mut p: *mut u8, cap: u16) -> usize {
+    let mut n = 0;
+    while !p.is_null() {
+        n += 1;
+        assert!(n <= cap as usize, "free list longer than the slab (cycle?)");
+        // SAFETY: the list links free objects of a live slab (caller).
+        p = unsafe { (p as *mut usize).read() } as *mut u8;
+    }
+    n
 }

@@ -2,17 +2,8 @@
 //! contention (the zone lock), a try-only lock (pagesets), and a guarded
 //! cell built on the mutex.
 //!
-//! Lock order, written once for the whole crate:
-//!
-//! ```text
-//!   heap pool / abandoned list  →  pageset (try only)  →  zone  →  section map
-//!   huge registry (leaf)        init (leaf)            stats (none: atomics)
-//! ```
-//!
-//! A pageset lock is only ever *tried* on alloc/free paths: when it is busy
-//! the caller goes straight to the zone, as the kernel does. Only the
-//! maintenance tick, drain-all and fork wait for one, and none of them holds
-//! the zone lock while doing so. Remote frees of small objects take no lock.
+//! The order in which the allocator's locks nest is written once, as the
+//! list `runtime::fork::LOCKS` that fork walks.
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
@@ -228,11 +219,6 @@ impl TryLock {
         self.held.store(false, Ordering::Release);
     }
 
-    /// Whether it is held right now (for assertions and reports).
-    pub fn is_locked(&self) -> bool {
-        self.held.load(Ordering::Relaxed)
-    }
-
     /// Resets to unlocked in a forked child.
     ///
     /// # Safety
@@ -417,16 +403,6 @@ impl<T> Locked<T> {
     pub fn lock(&self) -> Guard<'_, T> {
         self.lock.lock();
         Guard { owner: self }
-    }
-
-    /// Takes the lock if it is free.
-    #[inline]
-    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
-        if self.lock.try_lock() {
-            Some(Guard { owner: self })
-        } else {
-            None
-        }
     }
 }
 

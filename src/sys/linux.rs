@@ -3,10 +3,10 @@
 use core::fmt::Write;
 use core::ptr;
 
-use crate::config::PAGE_SIZE;
-use crate::util::{buf::FixedBuf, parse_size, parse_u64, trim};
+use crate::geometry::PAGE_SIZE;
+use crate::util::{buf::FixedBuf, parse_size, parse_u64};
 
-use super::injected_failure;
+use super::inject::injected_failure;
 
 /// The OS page size in bytes.
 pub fn page_size() -> usize {
@@ -97,23 +97,6 @@ pub fn commit(p: *mut u8, len: usize) -> bool {
     unsafe { libc::mprotect(p.cast(), len, libc::PROT_READ | libc::PROT_WRITE) == 0 }
 }
 
-/// Returns `[p, p+len)` to the reserved (inaccessible, not resident) state.
-pub fn decommit(p: *mut u8, len: usize) -> bool {
-    // SAFETY: the range is ours and unused (contract); MAP_FIXED over our own
-    // mapping replaces it atomically.
-    let r = unsafe {
-        libc::mmap(
-            p.cast(),
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-            -1,
-            0,
-        )
-    };
-    r != libc::MAP_FAILED
-}
-
 /// Maps `len` fresh zeroed read-write bytes anywhere. `None` on failure.
 pub fn map(len: usize) -> Option<*mut u8> {
     if injected_failure() {
@@ -146,20 +129,38 @@ pub fn unmap(p: *mut u8, len: usize) {
     }
 }
 
-/// Resizes the mapping at `p` from `old` to `new` bytes, moving it if need
-/// be (mremap with MREMAP_MAYMOVE). `None` on failure (the old mapping is
-/// then untouched).
-pub fn remap(p: *mut u8, old: usize, new: usize) -> Option<*mut u8> {
+/// Grows or shrinks the mapping at `p` from `old` to `new` bytes without
+/// moving it (mremap without MREMAP_MAYMOVE). False if the address space
+/// after it is taken (the mapping is then untouched).
+pub fn resize_in_place(p: *mut u8, old: usize, new: usize) -> bool {
     if injected_failure() {
-        return None;
+        return false;
     }
-    // SAFETY: p/old describe a whole mapping of ours (contract).
-    let q = unsafe { libc::mremap(p.cast(), old, new, libc::MREMAP_MAYMOVE) };
-    if q == libc::MAP_FAILED {
-        None
-    } else {
-        Some(q.cast())
+    // SAFETY: p/old describe a whole mapping of ours (contract); without
+    // MAYMOVE the kernel either resizes it where it is or fails.
+    let q = unsafe { libc::mremap(p.cast(), old, new, 0) };
+    q != libc::MAP_FAILED
+}
+
+/// Moves the pages of `[from, from+len)` to `to`, replacing whatever was
+/// mapped at `[to, to+len)` (mremap with MREMAP_FIXED): no copy, the page
+/// tables move. False on failure (nothing moved).
+pub fn move_pages(from: *mut u8, len: usize, to: *mut u8) -> bool {
+    if injected_failure() {
+        return false;
     }
+    // SAFETY: both ranges are whole mappings of ours (contract): the
+    // source is a live block the caller moves, the target fresh memory.
+    let q = unsafe {
+        libc::mremap(
+            from.cast(),
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            to.cast::<libc::c_void>(),
+        )
+    };
+    q == to.cast()
 }
 
 /// Gives the physical memory behind `[p, p+len)` back to the OS. The range
@@ -293,7 +294,7 @@ fn affinity_count() -> usize {
 /// The highest CPU number in a sysfs cpu list.
 fn max_cpu_in_list(s: &[u8]) -> usize {
     let mut max = 0;
-    for part in trim(s).split(|&c| c == b',') {
+    for part in s.trim_ascii().split(|&c| c == b',') {
         for num in part.split(|&c| c == b'-') {
             if let Some(v) = parse_u64(num) {
                 max = max.max(v as usize);
@@ -358,7 +359,7 @@ pub fn read_file(path: &core::ffi::CStr) -> Option<FileBuf> {
 /// Counts the CPUs in a sysfs cpu list such as `0-3,8,10-11`.
 fn count_cpu_list(s: &[u8]) -> usize {
     let mut n = 0;
-    for part in trim(s).split(|&c| c == b',') {
+    for part in s.trim_ascii().split(|&c| c == b',') {
         let mut it = part.splitn(2, |&c| c == b'-');
         let a = it.next().and_then(parse_u64);
         let b = it.next().and_then(parse_u64);
@@ -395,7 +396,7 @@ pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
         let Some(kind) = read(&mut path, "type") else {
             continue;
         };
-        let kind = trim(kind.as_bytes());
+        let kind = kind.as_bytes().trim_ascii();
         if kind != b"Data" && kind != b"Unified" {
             continue;
         }
@@ -427,7 +428,7 @@ fn cgroup_memory_max() -> Option<u64> {
         .as_bytes()
         .split(|&c| c == b'\n')
         .find(|l| l.starts_with(b"0::"))?;
-    let rel = trim(&line[3..]);
+    let rel = line[3..].trim_ascii();
     let mut path = FixedBuf::<512>::new();
     path.push_bytes(b"/sys/fs/cgroup");
     if rel != b"/" {
@@ -448,7 +449,7 @@ fn mem_total() -> Option<u64> {
         .as_bytes()
         .split(|&c| c == b'\n')
         .find(|l| l.starts_with(b"MemTotal:"))?;
-    let rest = trim(&line[b"MemTotal:".len()..]);
+    let rest = line[b"MemTotal:".len()..].trim_ascii();
     let digits = rest.split(|&c| c == b' ').next()?;
     parse_u64(digits)?.checked_mul(1024)
 }

@@ -9,31 +9,13 @@
 //! multiples of the page size, and ranges passed back were obtained from
 //! [`reserve`] or [`map`] and are not in use by anyone else.
 
+mod inject;
 mod linux;
 
+pub use inject::inject_map_failures;
+
 pub use linux::{
-    coarse_now_ns, commit, current_cpu, decommit, getenv, llc_slice_bytes, map, map_fixed,
-    memory_limit_bytes, now_ns, nr_cpus_online, nr_cpus_possible, page_size, read_file, release,
-    remap, reserve, unmap, write_fd, write_stderr, yield_now, FileBuf,
+    coarse_now_ns, commit, current_cpu, getenv, llc_slice_bytes, map, map_fixed,
+    memory_limit_bytes, move_pages, now_ns, nr_cpus_online, nr_cpus_possible, page_size, release,
+    reserve, resize_in_place, unmap, write_fd, write_stderr, yield_now,
 };
-
-use core::sync::atomic::{AtomicIsize, Ordering::Relaxed};
-
-/// Test hook: while positive, this many upcoming mmap-family calls fail as
-/// if the OS were out of memory (each failure decrements it). Negative or
-/// zero: no injection. Used by the fault-injection tests.
-pub static FAIL_MAPS: AtomicIsize = AtomicIsize::new(0);
-
-/// Makes the next `n` mapping calls (reserve, commit, map, remap) fail.
-pub fn inject_map_failures(n: isize) {
-    FAIL_MAPS.store(n, Relaxed);
-}
-
-/// Consumes one injected failure, if any are pending.
-#[inline]
-fn injected_failure() -> bool {
-    if FAIL_MAPS.load(Relaxed) <= 0 {
-        return false;
-    }
-    FAIL_MAPS.fetch_sub(1, Relaxed) > 0
-}

@@ -34,11 +34,6 @@ impl<const N: usize> FixedBuf<N> {
         self.len
     }
 
-    /// Whether nothing has been written.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Forgets the contents.
     pub fn clear(&mut self) {
         self.len = 0;

@@ -20,26 +20,10 @@ pub const fn order_for_pages(n: usize) -> u32 {
     }
 }
 
-/// Integer square root (the kernel's `int_sqrt`), exact floor.
-pub const fn int_sqrt(x: u64) -> u64 {
-    if x < 2 {
-        return x;
-    }
-    // Newton's method from an over-estimate; converges monotonically down.
-    let mut r = 1u64 << ((64 - x.leading_zeros()).div_ceil(2));
-    loop {
-        let next = (r + x / r) / 2;
-        if next >= r {
-            return r;
-        }
-        r = next;
-    }
-}
-
 /// Parses a decimal size with an optional K/M/G/T suffix (powers of 1024),
 /// e.g. `64M`. Returns `None` on anything else, or on overflow.
 pub fn parse_size(s: &[u8]) -> Option<u64> {
-    let s = trim(s);
+    let s = s.trim_ascii();
     if s.is_empty() {
         return None;
     }
@@ -56,37 +40,11 @@ pub fn parse_size(s: &[u8]) -> Option<u64> {
 
 /// Parses a plain decimal `u64` (surrounding ASCII whitespace allowed).
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
-    let s = trim(s);
-    if s.is_empty() {
-        return None;
+    let s = s.trim_ascii();
+    if !s.first()?.is_ascii_digit() {
+        return None; // no sign
     }
-    let mut v: u64 = 0;
-    for &c in s {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    Some(v)
-}
-
-/// Strips ASCII whitespace (and a trailing NUL) from both ends.
-pub fn trim(mut s: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = s {
-        if first.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    while let [rest @ .., last] = s {
-        if last.is_ascii_whitespace() || *last == 0 {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    s
+    core::str::from_utf8(s).ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -101,15 +59,6 @@ mod tests {
         assert_eq!(parse_size(b"12x"), None);
         assert_eq!(parse_size(b""), None);
         assert_eq!(parse_size(b"99999999999999999999T"), None);
-    }
-
-    #[test]
-    fn int_sqrt_is_floor() {
-        for x in 0..10_000u64 {
-            let r = int_sqrt(x);
-            assert!(r * r <= x && (r + 1) * (r + 1) > x, "{x}");
-        }
-        assert_eq!(int_sqrt(u64::MAX), u32::MAX as u64);
     }
 
     #[test]

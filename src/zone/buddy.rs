@@ -11,13 +11,11 @@
 //! Everything here runs under the zone lock: the functions take
 //! `&mut ZoneInner`, which only the lock guard hands out.
 
-use crate::config::{
+use crate::geometry::{
     MAX_PAGE_ORDER, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE,
 };
 use crate::page::{flags, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
 use crate::section::{self, desc_of, page_addr, SectionHeader};
-
-use super::fallback::StealRules;
 
 /// Event counters of a zone, written under the zone lock. Names follow
 /// /proc/vmstat and the mm_page_alloc_extfrag tracepoint.
@@ -88,8 +86,6 @@ pub struct ZoneInner {
     pub epoch: u32,
     /// The section that still has uncommitted blocks, or null.
     pub grow_section: *mut SectionHeader,
-    /// The page-stealing rules (seed 004 switches).
-    pub steal: StealRules,
     /// Event counters.
     pub c: ZoneCounters,
 }
@@ -100,7 +96,7 @@ unsafe impl Send for ZoneInner {}
 
 impl ZoneInner {
     /// An empty zone state.
-    pub const fn new(steal: StealRules) -> ZoneInner {
+    pub const fn new() -> ZoneInner {
         ZoneInner {
             free_area: [const { [const { PageList::new() }; MIGRATE_TYPES] }; NR_PAGE_ORDERS],
             nr_free: [0; NR_PAGE_ORDERS],
@@ -110,7 +106,6 @@ impl ZoneInner {
             isolated: 0,
             epoch: 0,
             grow_section: core::ptr::null_mut(),
-            steal,
             c: ZoneCounters {
                 pgalloc: 0,
                 pgfree: 0,
@@ -151,7 +146,7 @@ impl ZoneInner {
             (*head).order = order as u8;
             (*head).migratetype = mt as u8;
             (*head).flags = if clean { flags::CLEAN } else { 0 };
-            (*head).aux = self.epoch;
+            (*head).free_epoch = self.epoch;
             (*head)
                 .head
                 .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
@@ -277,22 +272,6 @@ impl ZoneInner {
             return head;
         }
         core::ptr::null_mut()
-    }
-
-    /// Allocates a block of `order` for `mt`, falling back to other
-    /// migratetypes as seed 004 specifies (`__rmqueue`). Null if the zone
-    /// has no block large enough.
-    pub fn rmqueue(&mut self, order: u32, mt: MigrateType) -> *mut Page {
-        let p = self.rmqueue_smallest(order, mt);
-        let p = if p.is_null() {
-            self.rmqueue_fallback(order, mt)
-        } else {
-            p
-        };
-        if !p.is_null() {
-            self.c.pgalloc += 1 << order;
-        }
-        p
     }
 }
 

@@ -18,7 +18,7 @@
 //! (patch 1), and before patch 1 only when the pageblock was claimed.
 //! Each rule is a switch so the stress-highalloc test can compare.
 
-use crate::config::{MAX_PAGE_ORDER, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE};
+use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{MigrateType, PageKind};
 use crate::section::{self, desc_of, page_addr};
 
@@ -57,6 +57,22 @@ impl StealRules {
         always_steal_split_buddies: false,
         unmovable_steals_block: false,
     };
+
+    /// The rules as three bits (for an atomic).
+    pub const fn to_bits(self) -> u8 {
+        self.split_buddies_follow_steal as u8
+            | (self.always_steal_split_buddies as u8) << 1
+            | (self.unmovable_steals_block as u8) << 2
+    }
+
+    /// The rules from [`to_bits`](Self::to_bits).
+    pub const fn from_bits(b: u8) -> StealRules {
+        StealRules {
+            split_buddies_follow_steal: b & 1 != 0,
+            always_steal_split_buddies: b & 2 != 0,
+            unmovable_steals_block: b & 4 != 0,
+        }
+    }
 }
 
 /// What `try_to_steal_freepages` did.
@@ -76,6 +92,7 @@ impl ZoneInner {
         &mut self,
         order: u32,
         start: MigrateType,
+        rules: StealRules,
     ) -> *mut crate::page::Page {
         for current in (order..=MAX_PAGE_ORDER).rev() {
             for &fallback in &FALLBACKS[start as usize] {
@@ -83,10 +100,10 @@ impl ZoneInner {
                 if head.is_null() {
                     continue;
                 }
-                let steal = self.try_to_steal_freepages(page_addr(head), current, start, fallback);
-                let buddy_type = if self.steal.always_steal_split_buddies {
+                let steal = self.try_to_steal_freepages(page_addr(head), current, start, rules);
+                let buddy_type = if rules.always_steal_split_buddies {
                     start
-                } else if self.steal.split_buddies_follow_steal {
+                } else if rules.split_buddies_follow_steal {
                     if steal != Steal::None {
                         start
                     } else {
@@ -119,7 +136,7 @@ impl ZoneInner {
         addr: usize,
         order: u32,
         start: MigrateType,
-        _fallback: MigrateType,
+        rules: StealRules,
     ) -> Steal {
         if order >= PAGEBLOCK_ORDER {
             let pbs = 1usize << (order - PAGEBLOCK_ORDER);
@@ -130,7 +147,7 @@ impl ZoneInner {
         }
         let aggressive = order >= PAGEBLOCK_ORDER / 2
             || start == MigrateType::Reclaimable
-            || (self.steal.unmovable_steals_block && start == MigrateType::Unmovable);
+            || (rules.unmovable_steals_block && start == MigrateType::Unmovable);
         if !aggressive {
             return Steal::None;
         }

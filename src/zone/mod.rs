@@ -25,17 +25,17 @@ mod fallback;
 mod release;
 pub mod watermark;
 
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
 pub use buddy::{ZoneCounters, ZoneInner};
-pub use fallback::{StealRules, FALLBACKS};
+pub use fallback::StealRules;
 use watermark::{pcp_params, watermarks, PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
 
-use crate::config::{
+use crate::geometry::{
     MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_PAGE_ORDER, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES,
     PAGEBLOCK_ORDER, PAGE_SHIFT, PAGE_SIZE, SECTION_BLOCKS,
 };
-use crate::page::{flags, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
+use crate::page::{flags, LargeBlock, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
 use crate::section::{self, desc_of, page_addr, SectionHeader};
 use crate::sync::{Guard, Locked};
 
@@ -136,6 +136,11 @@ pub struct Zone {
     high_max: AtomicU32,
     nr_cpus: AtomicUsize,
     high_fraction: AtomicUsize,
+    /// The seed 004 stealing rules ([`StealRules::to_bits`]).
+    steal: AtomicU8,
+    /// Mirror of the maintenance epoch (ticks run), for readers without
+    /// the lock.
+    epoch: AtomicU32,
     /// The memory budget (limit and bytes mapped).
     pub budget: Budget,
 }
@@ -144,7 +149,7 @@ impl Zone {
     /// An empty, unconfigured zone (limit 0: it cannot grow).
     pub const fn new() -> Zone {
         Zone {
-            locked: Locked::new(ZoneInner::new(StealRules::SEED_004)),
+            locked: Locked::new(ZoneInner::new()),
             free_pages: AtomicUsize::new(0),
             managed_pages: AtomicUsize::new(0),
             flags: AtomicU32::new(0),
@@ -154,6 +159,8 @@ impl Zone {
             high_max: AtomicU32::new(0),
             nr_cpus: AtomicUsize::new(1),
             high_fraction: AtomicUsize::new(0),
+            steal: AtomicU8::new(StealRules::SEED_004.to_bits()),
+            epoch: AtomicU32::new(0),
             budget: Budget::new(),
         }
     }
@@ -164,7 +171,7 @@ impl Zone {
         self.budget.limit.store(cfg.memory_limit, Relaxed);
         self.nr_cpus.store(cfg.nr_cpus.max(1), Relaxed);
         self.high_fraction.store(cfg.high_fraction, Relaxed);
-        g.inner.steal = cfg.steal;
+        self.steal.store(cfg.steal.to_bits(), Relaxed);
         g.update_sizes();
     }
 
@@ -334,6 +341,13 @@ impl Zone {
     pub fn advance_epoch(&self) {
         let mut g = self.lock();
         g.inner.epoch = g.inner.epoch.wrapping_add(1);
+        self.epoch.store(g.inner.epoch, Relaxed);
+    }
+
+    /// The maintenance epoch: how many ticks have run (racy read).
+    #[inline]
+    pub fn epoch(&self) -> u32 {
+        self.epoch.load(Relaxed)
     }
 
     /// A consistent copy of the zone's state and counters.
@@ -455,21 +469,20 @@ impl Zone {
                 while a < end {
                     let d = desc_of(a);
                     // SAFETY: committed descriptor; lock held.
-                    let (kind, order, fl, aux) =
-                        unsafe { ((*d).kind(), (*d).order as u32, (*d).flags, (*d).aux) };
+                    let (kind, order) = unsafe { ((*d).kind(), (*d).order as u32) };
                     assert!(order <= MAX_PAGE_ORDER);
                     assert_eq!(a % (PAGE_SIZE << order), 0, "block head not aligned");
-                    let pages = if kind == PageKind::Large && fl & flags::TRIMMED != 0 {
-                        aux as usize
-                    } else {
-                        1usize << order
-                    };
+                    // SAFETY: as above.
+                    let pages = unsafe { block_pages(d) };
                     match kind {
                         PageKind::Buddy => walked_free += pages,
                         PageKind::Pcp => pcp += pages,
                         PageKind::Isolated => isolated += pages,
                         PageKind::Large | PageKind::Slab | PageKind::Cached => used += pages,
-                        PageKind::None | PageKind::SlabTail => {
+                        PageKind::None
+                        | PageKind::SlabTail
+                        | PageKind::Huge
+                        | PageKind::HugeCached => {
                             panic!("page {a:#x} is covered by no block (kind {kind:?})")
                         }
                     }
@@ -525,13 +538,9 @@ impl Zone {
                 while a < end {
                     let d = desc_of(a);
                     // SAFETY: committed descriptor; lock held.
-                    let (kind, order, fl, aux) =
-                        unsafe { ((*d).kind(), (*d).order as u32, (*d).flags, (*d).aux) };
-                    let pages = if kind == PageKind::Large && fl & flags::TRIMMED != 0 {
-                        (aux as usize).max(1)
-                    } else {
-                        1usize << order
-                    };
+                    let kind = unsafe { (*d).kind() };
+                    // SAFETY: as above.
+                    let pages = unsafe { block_pages(d) }.max(1);
                     if matches!(kind, PageKind::Large | PageKind::Slab) {
                         f(d);
                     }
@@ -579,9 +588,9 @@ pub struct ZoneGuard<'a> {
 impl ZoneGuard<'_> {
     /// Allocates a block (see [`Zone::alloc`]) under the held lock.
     pub fn rmqueue(&mut self, order: u32, mt: MigrateType) -> *mut Page {
-        let mut p = self.inner.rmqueue(order, mt);
+        let mut p = self.rmqueue_once(order, mt);
         if p.is_null() && self.grow(1 << order) {
-            p = self.inner.rmqueue(order, mt);
+            p = self.rmqueue_once(order, mt);
         }
         if p.is_null() {
             self.inner.c.alloc_fail += 1;
@@ -589,6 +598,21 @@ impl ZoneGuard<'_> {
             // kswapd: bring free memory back up to the high watermark while
             // the budget allows, so pressure is the exception.
             self.grow(0);
+        }
+        p
+    }
+
+    /// Takes a block of `order` for `mt` from the free lists, falling back
+    /// to other migratetypes as seed 004 specifies (`__rmqueue`). Null if
+    /// no block is large enough.
+    fn rmqueue_once(&mut self, order: u32, mt: MigrateType) -> *mut Page {
+        let mut p = self.inner.rmqueue_smallest(order, mt);
+        if p.is_null() {
+            let rules = StealRules::from_bits(self.zone.steal.load(Relaxed));
+            p = self.inner.rmqueue_fallback(order, mt, rules);
+        }
+        if !p.is_null() {
+            self.inner.c.pgalloc += 1 << order;
         }
         p
     }
@@ -704,6 +728,22 @@ impl ZoneGuard<'_> {
         zone.high_min.store(p.high_min, Relaxed);
         zone.high_max.store(p.high_max, Relaxed);
         zone.managed_pages.store(managed, Relaxed);
+    }
+}
+
+/// Pages the block headed by `d` spans: `2^order`, or for a trimmed large
+/// block the pages it kept.
+///
+/// # Safety
+/// `d` is a committed descriptor of a block head; the zone lock is held.
+unsafe fn block_pages(d: *mut Page) -> usize {
+    // SAFETY: forwarded contract; a Large head is read through its view.
+    unsafe {
+        if (*d).kind() == PageKind::Large && (*d).flags & flags::TRIMMED != 0 {
+            (*d.cast::<LargeBlock>()).pages as usize
+        } else {
+            1usize << (*d).order
+        }
     }
 }
 

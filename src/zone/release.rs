@@ -13,7 +13,7 @@
 //! Free lists are LIFO, so the blocks idle longest are near the tail; the
 //! scan starts there and looks at a bounded number of blocks per list.
 
-use crate::config::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
+use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{flags, MigrateType, Page, PageKind, MIGRATE_TYPES};
 use crate::section::page_addr;
 use crate::sys;
@@ -52,7 +52,7 @@ impl Zone {
                             // SAFETY: p is on our free list; lock held.
                             let prev = unsafe { (*p).prev };
                             // SAFETY: as above.
-                            let (fl, since) = unsafe { ((*p).flags, (*p).aux) };
+                            let (fl, since) = unsafe { ((*p).flags, (*p).free_epoch) };
                             if fl & flags::CLEAN == 0 && epoch.wrapping_sub(since) >= idle_ticks {
                                 // SAFETY: as above; the block leaves the
                                 // free lists and is ours until put back.

@@ -2,7 +2,7 @@
 //! the pcp batch (`zone_batchsize`) and the pcp high bounds
 //! (`zone_highsize`). Pure functions of page counts.
 
-use crate::util::{int_sqrt, rounddown_pow_of_two};
+use crate::util::rounddown_pow_of_two;
 
 /// Index of the min watermark.
 pub const WMARK_MIN: usize = 0;
@@ -24,7 +24,9 @@ pub const MIN_PERCPU_PAGELIST_HIGH_FRACTION: usize = 8;
 /// `min_free_kbytes = 4 * sqrt(managed_kbytes)`, clamped.
 pub fn min_free_kbytes(managed_pages: usize) -> u64 {
     let kbytes = managed_pages as u64 * 4;
-    int_sqrt(kbytes * 16).clamp(MIN_FREE_KBYTES_MIN, MIN_FREE_KBYTES_MAX)
+    (kbytes * 16)
+        .isqrt()
+        .clamp(MIN_FREE_KBYTES_MIN, MIN_FREE_KBYTES_MAX)
 }
 
 /// Watermarks `[min, low, high]` in pages for a zone of `managed` pages:

@@ -6,13 +6,13 @@
 use core::fmt::{self, Write};
 use core::sync::atomic::Ordering::Relaxed;
 
-use crate::config::{NR_PAGE_ORDERS, PAGE_SIZE};
-use crate::large;
-use crate::maint;
+use crate::geometry::{NR_PAGE_ORDERS, PAGE_SIZE};
+use crate::large::huge::{HugeBlocks, HugeUsage};
 use crate::page::{MigrateType, MIGRATE_TYPES};
-use crate::pcp::{pool, tune::PcpState, PcpCounters};
-use crate::slab::heap::{self, HEAP_ABANDONED, HEAP_ACTIVE};
-use crate::state::{self, ZONE};
+use crate::pages::PageAllocator;
+use crate::pcp::{tune::PcpState, PcpCounters};
+use crate::slab::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
+use crate::slab::HeapRegistry;
 use crate::sys;
 use crate::util::buf::FixedBuf;
 use crate::zone::ZoneSnapshot;
@@ -56,89 +56,97 @@ pub struct Stats {
     pub slabs_retired: u64,
     /// Objects freed by other threads and collected by their owner.
     pub remote_frees: u64,
-    /// Live huge blocks and their bytes; huge blocks ever mapped.
-    pub huge: (usize, usize, u64),
+    /// Huge blocks.
+    pub huge: HugeUsage,
     /// Maintenance ticks run; whether the background thread runs.
     pub ticks: u64,
     /// Whether the background maintenance thread is running.
     pub background: bool,
 }
 
-/// Takes a snapshot (briefly locking the zone and each pageset).
-pub fn snapshot() -> Stats {
-    let mut s = Stats {
-        zone: ZONE.snapshot(),
-        pcp_total: PcpCounters::default(),
-        pcp_count: 0,
-        pcp_lock_busy: 0,
-        nr_pagesets: 0,
-        pagesets: [PagesetStats::default(); MAX_REPORTED_PAGESETS],
-        nr_reported: 0,
-        heaps: [0; 3],
-        slabs_created: 0,
-        slabs_retired: 0,
-        remote_frees: 0,
-        huge: (0, 0, 0),
-        ticks: maint::TICKS.load(Relaxed),
-        background: maint::background_running(),
-    };
-    if !state::is_ready() {
-        return s;
+/// The parts of an allocator a snapshot reads.
+pub struct Parts<'a> {
+    /// The page allocator (zone and pagesets).
+    pub pages: &'a PageAllocator,
+    /// The thread heaps.
+    pub heaps: &'a HeapRegistry,
+    /// The huge blocks.
+    pub huge: &'a HugeBlocks,
+    /// Maintenance ticks run.
+    pub ticks: u64,
+    /// Whether the background maintenance thread runs.
+    pub background: bool,
+}
+
+impl Stats {
+    /// Takes a snapshot (briefly locking the zone and each pageset).
+    pub fn collect(parts: &Parts<'_>) -> Stats {
+        let mut s = Stats {
+            zone: parts.pages.zone.snapshot(),
+            pcp_total: PcpCounters::default(),
+            pcp_count: 0,
+            pcp_lock_busy: 0,
+            nr_pagesets: 0,
+            pagesets: [PagesetStats::default(); MAX_REPORTED_PAGESETS],
+            nr_reported: 0,
+            heaps: [0; 3],
+            slabs_created: 0,
+            slabs_retired: 0,
+            remote_frees: 0,
+            huge: parts.huge.usage(),
+            ticks: parts.ticks,
+            background: parts.background,
+        };
+        let mut n = 0;
+        parts.pages.pagesets.for_each(|ps| {
+            let (st, c) = ps.snapshot();
+            let busy = ps.lock_busy.load(Relaxed);
+            s.nr_pagesets += 1;
+            let t = &mut s.pcp_total;
+            t.alloc_zone += c.alloc_zone;
+            t.free_zone += c.free_zone;
+            t.free_high += c.free_high;
+            t.refills += c.refills;
+            t.drains += c.drains;
+            t.pgalloc += c.pgalloc;
+            t.pgfree += c.pgfree;
+            t.decayed += c.decayed;
+            s.pcp_count += st.count.max(0) as u64;
+            s.pcp_lock_busy += busy;
+            if c.pgalloc + c.pgfree > 0 && n < MAX_REPORTED_PAGESETS {
+                s.pagesets[n] = PagesetStats {
+                    state: st,
+                    counters: c,
+                    lock_busy: busy,
+                };
+                n += 1;
+            }
+        });
+        s.nr_reported = n;
+        parts.heaps.for_each(|h| {
+            s.heaps[0] += 1;
+            match h.state.load(Relaxed) {
+                HEAP_ACTIVE => s.heaps[1] += 1,
+                HEAP_ABANDONED => s.heaps[2] += 1,
+                _ => {}
+            }
+            s.slabs_created += h.slabs_created.load(Relaxed);
+            s.slabs_retired += h.slabs_retired.load(Relaxed);
+            s.remote_frees += h.remote_collected.load(Relaxed);
+        });
+        s
     }
-    let mut all = [PagesetStats::default(); MAX_REPORTED_PAGESETS];
-    let mut n = 0;
-    pool::for_each(|ps| {
-        let (st, c) = ps.snapshot();
-        let busy = ps.lock_busy.load(Relaxed);
-        s.nr_pagesets += 1;
-        let t = &mut s.pcp_total;
-        t.alloc_zone += c.alloc_zone;
-        t.free_zone += c.free_zone;
-        t.free_high += c.free_high;
-        t.refills += c.refills;
-        t.drains += c.drains;
-        t.pgalloc += c.pgalloc;
-        t.pgfree += c.pgfree;
-        t.decayed += c.decayed;
-        s.pcp_count += st.count.max(0) as u64;
-        s.pcp_lock_busy += busy;
-        if c.pgalloc + c.pgfree > 0 && n < MAX_REPORTED_PAGESETS {
-            all[n] = PagesetStats {
-                state: st,
-                counters: c,
-                lock_busy: busy,
-            };
-            n += 1;
-        }
-    });
-    s.pagesets = all;
-    s.nr_reported = n;
-    heap::for_each(|h| {
-        // SAFETY: heaps live forever; these fields are atomics.
-        let h = unsafe { &*h };
-        s.heaps[0] += 1;
-        match h.state.load(Relaxed) {
-            HEAP_ACTIVE => s.heaps[1] += 1,
-            HEAP_ABANDONED => s.heaps[2] += 1,
-            _ => {}
-        }
-        s.slabs_created += h.slabs_created.load(Relaxed);
-        s.slabs_retired += h.slabs_retired.load(Relaxed);
-        s.remote_frees += h.remote_collected.load(Relaxed);
-    });
-    let (live, bytes) = large::huge_usage();
-    s.huge = (live, bytes, large::HUGE_ALLOCS.load(Relaxed));
-    s
 }
 
 /// Zone lock contention: nanoseconds spent waiting for the zone lock as a
-/// percentage of `cpu_ns` of running time (the seeds' "cycles% of spinlock
-/// contention").
+/// percentage of thread time, that is running time plus waiting time (the
+/// analogue of the seeds' "cycles% of spinlock contention").
 pub fn contention_percent(wait_ns: u64, cpu_ns: u64) -> f64 {
-    if cpu_ns == 0 {
+    let total = cpu_ns + wait_ns;
+    if total == 0 {
         0.0
     } else {
-        wait_ns as f64 * 100.0 / cpu_ns as f64
+        wait_ns as f64 * 100.0 / total as f64
     }
 }
 
@@ -237,9 +245,9 @@ impl Stats {
             "slabs_retired" => self.slabs_retired,
             "slabs_live" => self.slabs_created - self.slabs_retired,
             "remote_frees" => self.remote_frees,
-            "huge_blocks" => self.huge.0,
-            "huge_bytes" => self.huge.1,
-            "huge_allocs" => self.huge.2,
+            "huge_blocks" => self.huge.live,
+            "huge_bytes" => self.huge.bytes,
+            "huge_allocs" => self.huge.allocs,
             "ticks" => self.ticks,
             "background_thread" => u8::from(self.background),
             "page_size" => PAGE_SIZE,
@@ -265,19 +273,12 @@ impl Write for FdWriter {
     }
 }
 
-/// Prints the report to stderr (`malloc_stats`).
-pub fn print_to_stderr() {
-    print_to_fd(2);
-}
-
-/// Prints the report to `fd` (PCPALLOC_STATS=1 does this at exit, to its
-/// own copy of stderr).
-pub fn print_to_fd(fd: i32) {
-    let s = snapshot();
+/// Writes the report of `stats` to `fd`, through a stack buffer.
+pub fn print_to_fd(stats: &Stats, fd: i32) {
     let mut w = FdWriter {
         fd,
         buf: FixedBuf::new(),
     };
-    let _ = s.write_text(&mut w);
+    let _ = stats.write_text(&mut w);
     sys::write_fd(fd, w.buf.as_bytes());
 }

@@ -14,7 +14,7 @@
 
 use core::ptr::addr_of;
 
-use super::heap::{Heap, EMPTY_HEAP};
+use crate::slab::heap::{Heap, EMPTY_HEAP};
 
 #[cfg(target_arch = "x86_64")]
 mod imp {

@@ -1,0 +1,164 @@
+//! Per-CPU against per-thread pagesets, and the page allocator with and
+//! without pagesets.
+
+use super::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use pcpalloc::internals::{self};
+
+use crate::allocs::Which;
+use crate::measure::{cpu_ns, median};
+use crate::report::{ratio, Table};
+use crate::{progress, Opts};
+
+pub fn pcp_modes(opts: &Opts, _out: &Path) -> String {
+    let opts = &opts.quick_runs(2);
+    let mut t = Table::new(
+        "Per-CPU against per-thread pagesets (PCPALLOC_PCP)",
+        &[
+            "workload",
+            "cpu",
+            "thread",
+            "thread / cpu",
+            "contention cpu",
+            "contention thread",
+        ],
+    );
+    let mut loads = main_loads();
+    if !opts.quick {
+        loads.push(Load {
+            name: "kbuild",
+            threads: 1,
+        });
+    }
+    for load in loads {
+        let mut res = vec![];
+        for mode in ["cpu", "thread"] {
+            let mut scores = vec![];
+            let mut cont = vec![];
+            for r in 0..opts.runs {
+                progress(&format!(
+                    "pcp modes: {} PCPALLOC_PCP={mode} (run {}/{})",
+                    load.label(),
+                    r + 1,
+                    opts.runs
+                ));
+                if let Some((sc, co, _)) =
+                    run_child(&load, Which::Pcpalloc, opts.secs, &[("PCPALLOC_PCP", mode)])
+                {
+                    scores.push(sc);
+                    cont.push(co);
+                }
+            }
+            res.push((median(&mut scores), median(&mut cont)));
+        }
+        t.row(vec![
+            format!("{} ({})", load.label(), load.unit()),
+            format!("{:.1}", res[0].0),
+            format!("{:.1}", res[1].0),
+            ratio(res[1].0 / res[0].0.max(1e-9)),
+            format!("{:.2}%", res[0].1),
+            format!("{:.2}%", res[1].1),
+        ]);
+    }
+    let mut text = t.render();
+    text.push('\n');
+    text.push_str(&page_throughput(opts));
+    text
+}
+
+/// Page alloc/free throughput through the pagesets against straight from
+/// the zone (zone lock every time), order 0 and 2, 1 and 4 threads.
+pub fn page_throughput(opts: &Opts) -> String {
+    let mut t = Table::new(
+        "Page allocator throughput: PCP on vs off (zone lock every time)",
+        &[
+            "order",
+            "threads",
+            "PCP on (Mpages/s)",
+            "PCP off (Mpages/s)",
+            "on / off",
+            "contention on",
+            "contention off",
+        ],
+    );
+    for order in [0u32, 2] {
+        for threads in [1usize, 4] {
+            let mut row = vec![order.to_string(), threads.to_string()];
+            let mut figs = vec![];
+            for pcp in [true, false] {
+                let mut scores = vec![];
+                let mut conts = vec![];
+                for r in 0..opts.runs {
+                    progress(&format!(
+                        "pages: order {order}, {threads} threads, PCP {} (run {}/{})",
+                        if pcp { "on" } else { "off" },
+                        r + 1,
+                        opts.runs
+                    ));
+                    pcpalloc::trim();
+                    let (w0, _, _) = zone_counters();
+                    let c0 = cpu_ns();
+                    let pages = page_loop(order, threads, pcp, opts.secs);
+                    let c = cpu_ns() - c0;
+                    let (w1, _, _) = zone_counters();
+                    scores.push(pages);
+                    conts.push(contention(w1 - w0, c));
+                }
+                figs.push((median(&mut scores), median(&mut conts)));
+            }
+            row.push(format!("{:.2}", figs[0].0 / 1e6));
+            row.push(format!("{:.2}", figs[1].0 / 1e6));
+            row.push(ratio(figs[0].0 / figs[1].0.max(1e-9)));
+            row.push(format!("{:.1}%", figs[0].1));
+            row.push(format!("{:.1}%", figs[1].1));
+            t.row(row);
+        }
+    }
+    t.note = "Each thread allocates 64 blocks, then frees them, in a loop; pages/s counts pages \
+              allocated. 4 threads run on 2 CPUs."
+        .into();
+    t.render()
+}
+
+pub fn page_loop(order: u32, threads: usize, pcp: bool, secs: f64) -> f64 {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let total = std::sync::atomic::AtomicU64::new(0);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut held = [std::ptr::null_mut(); 64];
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for h in held.iter_mut() {
+                        *h = if pcp {
+                            internals::alloc_pages(order, internals::MigrateType::Movable)
+                        } else {
+                            internals::alloc_pages_zone(order, internals::MigrateType::Movable)
+                        };
+                        assert!(!h.is_null());
+                        // SAFETY: a page-sized block we own.
+                        unsafe { h.write(1) };
+                    }
+                    for h in held.iter() {
+                        // SAFETY: allocated just above with this order.
+                        unsafe {
+                            if pcp {
+                                internals::free_pages(*h)
+                            } else {
+                                internals::free_pages_zone(*h, order)
+                            }
+                        }
+                    }
+                    n += 64;
+                }
+                total.fetch_add(n << order, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    total.load(std::sync::atomic::Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64()
+}

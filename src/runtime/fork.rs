@@ -1,0 +1,127 @@
+//! fork() in a multi-threaded program, and the allocator's one list of
+//! locks.
+//!
+//! Every lock is taken before fork, in the order of [`LOCKS`], released in
+//! the parent and reset in the child, so the child — which has only the
+//! forking thread — finds every structure consistent and no lock held by a
+//! thread it does not have. Heaps of the threads that did not survive are
+//! marked lost (their slabs stay theirs, as glibc's arenas of dead threads
+//! do), and the maintenance thread is started again in the child when it
+//! is next needed.
+
+use crate::meta;
+use crate::sync;
+use crate::tunables::{PcpMode, SETTINGS};
+
+use super::process::{self, HEAPS, PAGES};
+use super::{tick, tls};
+
+/// One lock (or family of locks) of the allocator.
+pub struct LockClass {
+    take: fn(),
+    /// Releases what `take` took: `false` in the parent (waking anyone
+    /// queued), `true` in the child (resetting).
+    release: unsafe fn(bool),
+}
+
+/// Every lock of the allocator, outermost first: a thread holding one of
+/// them only ever waits for locks further down the list. This is the lock
+/// order, written once; fork walks it.
+///
+/// 1. the tick lock: held for a whole tick, which takes everything below;
+/// 2. the heap registry: the abandoned-heap list, then each heap's parked
+///    slabs (a leaf while held on the allocation path: only ever tried);
+/// 3. the pagesets: the pool's free list, then each pageset (only ever
+///    tried on allocation and free paths; busy → straight to the zone);
+/// 4. the zone lock;
+/// 5. the metadata arena (heaps and pagesets are made under 2 and 3).
+///
+/// Remote frees of small objects take no lock; huge blocks take none
+/// either (their sections are found through the chunk map).
+pub static LOCKS: [LockClass; 5] = [
+    LockClass {
+        take: || core::mem::forget(tick::TICK_LOCK.lock()),
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { release_raw(&tick::TICK_LOCK.lock, child) }
+        },
+    },
+    LockClass {
+        take: || HEAPS.lock_all(),
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { HEAPS.unlock_all(child) }
+        },
+    },
+    LockClass {
+        take: || PAGES.pagesets.lock_all(),
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { PAGES.pagesets.unlock_all(child) }
+        },
+    },
+    LockClass {
+        take: || core::mem::forget(PAGES.zone.lock()),
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { release_raw(PAGES.zone.lock_stats(), child) }
+        },
+    },
+    LockClass {
+        take: meta::lock_for_fork,
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { meta::unlock_after_fork(child) }
+        },
+    },
+];
+
+/// Releases (parent) or resets (child) a mutex taken before fork.
+///
+/// # Safety
+/// The calling thread took `lock` before fork.
+unsafe fn release_raw(lock: &sync::RawLock, child: bool) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if child {
+            lock.force_unlock();
+        } else {
+            lock.unlock();
+        }
+    }
+}
+
+extern "C" fn prepare() {
+    for l in &LOCKS {
+        (l.take)();
+    }
+}
+
+extern "C" fn parent() {
+    for l in LOCKS.iter().rev() {
+        // SAFETY: prepare() took every lock of the list in this thread.
+        unsafe { (l.release)(false) };
+    }
+}
+
+extern "C" fn child() {
+    for l in LOCKS.iter().rev() {
+        // SAFETY: we are the only thread of the child; prepare() took every
+        // lock of the list in the parent before the fork.
+        unsafe { (l.release)(true) };
+    }
+    HEAPS.mark_lost_except(tls::heap());
+    process::after_fork_child();
+    tick::after_fork_child();
+    if SETTINGS.pcp_mode() == PcpMode::Thread {
+        sync::membarrier_init();
+    }
+}
+
+/// Registers the handlers (once, after initialisation).
+pub fn register() {
+    // SAFETY: the handlers are C-ABI functions that never unwind.
+    unsafe {
+        libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
+    }
+}

@@ -1,0 +1,28 @@
+//! The runtime: the allocator's one composition root. It owns the
+//! process-wide parts — the page allocator (zone and pagesets), the thread
+//! heaps, the huge blocks — and everything about their life: process
+//! initialisation, a thread's first allocation and its exit, fork, the
+//! maintenance tick, the report at exit. Nothing below calls up into it:
+//! slabs, large blocks and pagesets are values handed the parts they use.
+//!
+//! - `process.rs`: the parts, and their initialisation from the
+//!   environment;
+//! - `thread.rs`: a thread's first allocation and its exit;
+//! - `tls.rs`: the calling thread's heap pointer;
+//! - `paths.rs`: the slow paths that need the runtime;
+//! - `tick.rs`: when the maintenance tick runs (its background thread);
+//! - `fork.rs`: the fork handlers and the list of every lock;
+//! - `report.rs`: the counters and the invariant checks.
+
+pub mod fork;
+pub mod paths;
+pub mod process;
+pub mod report;
+pub mod thread;
+pub mod tick;
+pub mod tls;
+
+pub use paths::{alloc_big, alloc_small_slow, free_block, realloc_huge, slab_needs_care, trim};
+pub use process::{ensure_init, free_key, HEAPS, PAGES};
+pub use report::{check_invariants, check_invariants_quiescent, print_stats, stats};
+pub use thread::{pages_of, thread_heap};

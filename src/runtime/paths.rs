@@ -1,0 +1,151 @@
+//! The allocator's slow paths, which need the runtime: a thread's heap
+//! made on demand, the tick when it is due, retries at the memory limit,
+//! and the page-granular blocks.
+
+use crate::geometry::{LARGE_MAX, NR_PCP_ORDERS};
+use crate::large::{self, Caller};
+use crate::page::{LargeBlock, Page, PageKind};
+use crate::slab::Slab;
+
+use super::process::{self, HEAPS, HUGE, PAGES};
+use super::thread::{pages_of, thread_heap};
+use super::{tick, tls};
+
+/// The small-object allocation slow path for `class`: the thread's heap is
+/// set up if needed, the tick runs if due, and the heap refills; at the
+/// memory limit every heap's parked slabs go back before it fails.
+#[cold]
+#[inline(never)]
+pub fn alloc_small_slow(class: usize) -> *mut u8 {
+    let h = thread_heap();
+    if h.is_null() {
+        return h.cast();
+    }
+    tick::on_slow_path();
+    // SAFETY: h is this thread's heap.
+    unsafe {
+        let pages = pages_of(&*h);
+        let p = (*h).owned().alloc_slow(class, &pages);
+        if p.is_null() && HEAPS.release_parked_everywhere(&pages) > 0 {
+            return (*h).owned().alloc_slow(class, &pages);
+        }
+        p
+    }
+}
+
+/// After a local free: slab `s` of this thread's heap became empty, or
+/// was full.
+///
+/// # Safety
+/// The calling thread's heap owns slab `s`.
+#[cold]
+#[inline(never)]
+pub unsafe fn slab_needs_care(s: *mut Slab) {
+    let h = tls::heap();
+    // SAFETY: slab::free said this thread's heap owns s.
+    unsafe {
+        let mut o = (*h).owned();
+        if let Some(empty) = o.free_local_slow(s) {
+            o.park_or_retire(empty, &pages_of(&*h));
+        }
+    }
+}
+
+/// A large (≤ 4 MiB) or huge allocation of `size` bytes aligned to `align`
+/// (a power of two ≥ the page size for large blocks); zeroed if `zero`.
+#[cold]
+#[inline(never)]
+pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    if size > LARGE_MAX || align > LARGE_MAX {
+        if !process::ensure_init() {
+            return core::ptr::null_mut();
+        }
+        // Fresh huge mappings read as zero.
+        return HUGE.alloc(&PAGES.zone.budget, size, align);
+    }
+    let h = thread_heap();
+    if h.is_null() {
+        return h.cast();
+    }
+    let order = large::order_for(size, align) as usize;
+    // SAFETY: h is this thread's heap.
+    unsafe {
+        if order < NR_PCP_ORDERS {
+            let b = (*h).owned().take_cached_block(order);
+            if !b.is_null() {
+                let p = crate::section::page_addr(b.cast()) as *mut u8;
+                if zero {
+                    core::ptr::write_bytes(p, 0, size);
+                }
+                return p;
+            }
+        }
+        tick::on_slow_path();
+        let pages = pages_of(&*h);
+        let p = large::alloc(&pages, size, align, zero);
+        if p.is_null() && HEAPS.release_parked_everywhere(&pages) > 0 {
+            return large::alloc(&pages, size, align, zero);
+        }
+        p
+    }
+}
+
+/// Frees page-granular block `p` (large or huge) whose page descriptor is
+/// `d`; reports and aborts if it is not a live block's start. Never
+/// changes errno.
+///
+/// # Safety
+/// `d` = `desc_of(p)`, `p` lies in one of our sections and not in a slab.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
+    // SAFETY: forwarded contract; checked_block validates the rest.
+    unsafe {
+        let b = large::checked_block(p, d, Caller::Free);
+        if (*b).kind() == PageKind::Huge {
+            let saved = *libc::__errno_location();
+            HUGE.free(&PAGES.zone.budget, b);
+            *libc::__errno_location() = saved;
+            return;
+        }
+        let h = tls::heap();
+        if (*h).is_empty_heap() {
+            large::free(&PAGES.through(core::ptr::null(), false), b);
+            return;
+        }
+        if (*h).owned().cache_block(b) {
+            return;
+        }
+        large::free(&pages_of(&*h), b);
+    }
+}
+
+/// Resizes huge block `b` in place or by moving its pages; null if it
+/// cannot.
+///
+/// # Safety
+/// `b` is a live huge block of the caller's.
+pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
+    // SAFETY: forwarded contract.
+    unsafe { HUGE.realloc(&PAGES.zone.budget, b, size) }
+}
+
+/// Gives back everything cached: the calling thread's empty slabs and
+/// cached blocks, the abandoned heaps' empty slabs, every pageset, and all
+/// free memory to the OS. Returns the bytes released to the OS.
+pub fn trim() -> usize {
+    if !process::is_ready() {
+        return 0;
+    }
+    let h = tls::heap();
+    // SAFETY: h is this thread's heap (or the empty heap, left alone).
+    unsafe {
+        if !(*h).is_empty_heap() {
+            let pages = pages_of(&*h);
+            (*h).owned().collect(&pages);
+        }
+    }
+    HEAPS.collect_abandoned(&PAGES.through(core::ptr::null(), false));
+    PAGES.drain_all();
+    PAGES.zone.release_idle(0, 0)
+}

@@ -1,0 +1,167 @@
+//! The process side of the runtime: the allocator's parts (page
+//! allocator, thread heaps, huge blocks) and their one-time
+//! initialisation from the environment.
+//!
+//! Everything is a const-initialised static; [`ensure_init`] fills in what
+//! needs the environment (tunables, memory limit, CPUs, cache size) on the
+//! first allocation. Initialisation calls nothing that allocates, so it
+//! cannot recurse; a recursive call (should a libc function allocate
+//! inside it anyway) fails cleanly instead of deadlocking. Other threads
+//! arriving meanwhile wait for it to finish.
+
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering::*};
+
+use crate::geometry::{MAX_SECTIONS, PAGE_SIZE, SECTION_SIZE};
+use crate::large::huge::HugeBlocks;
+use crate::pages::PageAllocator;
+use crate::pcp::tune;
+use crate::report;
+use crate::slab::HeapRegistry;
+use crate::sys;
+use crate::tunables::{self, PcpMode, SETTINGS};
+use crate::zone::{StealRules, ZoneConfig};
+
+/// The allocator's page allocator: its zone and pagesets.
+pub static PAGES: PageAllocator = PageAllocator::new();
+/// The allocator's thread heaps.
+pub static HEAPS: HeapRegistry = HeapRegistry::new();
+/// The allocator's huge blocks.
+pub static HUGE: HugeBlocks = HugeBlocks::new();
+
+const UNINIT: u8 = 0;
+const BUSY: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+static INIT_TID: AtomicI32 = AtomicI32::new(0);
+static FREE_KEY: AtomicUsize = AtomicUsize::new(0x5a5a_5a5a_5a5a_5a5b);
+static THREAD_MODE: AtomicBool = AtomicBool::new(false);
+/// Heaps ever handed to threads (a hint for starting the tick thread).
+static THREADS_SEEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Fallback memory limit when neither the cgroup nor /proc tell (1 TiB).
+const DEFAULT_LIMIT: usize = 1 << 40;
+
+/// The random key stored in free blocks (double-free detection).
+#[inline(always)]
+pub fn free_key() -> usize {
+    FREE_KEY.load(Relaxed)
+}
+
+/// Whether initialisation has completed.
+#[inline]
+pub fn is_ready() -> bool {
+    STATE.load(Acquire) == READY
+}
+
+/// Heaps handed to threads so far.
+pub fn threads_seen() -> usize {
+    THREADS_SEEN.load(Relaxed)
+}
+
+/// Counts a heap handed to a thread.
+pub(super) fn note_thread() {
+    THREADS_SEEN.fetch_add(1, Relaxed);
+}
+
+/// Whether pagesets are per thread (`PCPALLOC_PCP=thread`).
+#[inline]
+pub fn thread_mode() -> bool {
+    THREAD_MODE.load(Relaxed)
+}
+
+/// Initialises the allocator if needed. False if it cannot run (an
+/// unsupported page size, or a recursive call during initialisation).
+#[inline]
+pub fn ensure_init() -> bool {
+    match STATE.load(Acquire) {
+        READY => true,
+        FAILED => false,
+        _ => init_slow(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn init_slow() -> bool {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    if STATE
+        .compare_exchange(UNINIT, BUSY, Acquire, Acquire)
+        .is_ok()
+    {
+        INIT_TID.store(tid, Relaxed);
+        let ok = init();
+        STATE.store(if ok { READY } else { FAILED }, Release);
+        return ok;
+    }
+    if INIT_TID.load(Relaxed) == tid {
+        return false; // recursion from inside init
+    }
+    loop {
+        match STATE.load(Acquire) {
+            READY => return true,
+            FAILED => return false,
+            _ => sys::yield_now(),
+        }
+    }
+}
+
+fn init() -> bool {
+    if sys::page_size() != PAGE_SIZE {
+        report::warn("unsupported page size (pcpalloc needs 4 KiB pages); allocations will fail");
+        return false;
+    }
+    tunables::load_from_env();
+    let mut limit = SETTINGS.memory_limit.load(Relaxed);
+    if limit == 0 {
+        limit = sys::memory_limit_bytes().map_or(DEFAULT_LIMIT, |b| b as usize);
+    }
+    let limit = limit.min(MAX_SECTIONS * SECTION_SIZE / 2);
+    PAGES.zone.configure(&ZoneConfig {
+        memory_limit: limit,
+        nr_cpus: sys::nr_cpus_online(),
+        high_fraction: SETTINGS.high_fraction.load(Relaxed),
+        steal: if SETTINGS.steal_seed_004.load(Relaxed) {
+            StealRules::SEED_004
+        } else {
+            StealRules::BASELINE
+        },
+    });
+    PAGES.set_knobs(tunables::env_knobs());
+    let batch = PAGES.zone.pcp_params().batch;
+    let fhb = sys::llc_slice_bytes(0).is_some_and(|s| tune::free_high_batch(s, batch));
+    if !PAGES.pagesets.init_cpu_sets(sys::nr_cpus_possible(), fhb) {
+        return false;
+    }
+    FREE_KEY.store(random_key(), Relaxed);
+    let thread_mode = SETTINGS.pcp_mode() == PcpMode::Thread;
+    THREAD_MODE.store(thread_mode, Relaxed);
+    if thread_mode {
+        crate::sync::membarrier_init();
+    }
+    true
+}
+
+/// 64 random bits from the kernel's AT_RANDOM bytes (no syscall), mixed
+/// with an address so two processes from one exec image differ too.
+fn random_key() -> usize {
+    // SAFETY: getauxval has no preconditions; AT_RANDOM points at 16 bytes.
+    let p = unsafe { libc::getauxval(libc::AT_RANDOM) } as *const u8;
+    let mut k: usize = 0x9E37_79B9_7F4A_7C15;
+    if !p.is_null() {
+        // SAFETY: AT_RANDOM names 16 readable bytes.
+        k ^= unsafe { (p as *const usize).read_unaligned() };
+    }
+    k ^= &k as *const usize as usize;
+    k | 1
+}
+
+/// After fork in the child (see `fork.rs`): a child forked during init
+/// would wait forever; mark it failed instead.
+pub(super) fn after_fork_child() {
+    if STATE.load(Relaxed) == BUSY {
+        STATE.store(FAILED, Relaxed);
+    }
+}

@@ -1,0 +1,186 @@
+//! Every thread heap of an allocator, and the abandoned ones waiting for a
+//! new thread.
+//!
+//! Heaps are never freed: when a thread exits, its heap gives back what it
+//! can (empty slabs, cached blocks) and goes on the abandoned list, slabs
+//! and all; the next new thread adopts it whole. So a slab's owner never
+//! changes while the slab lives, remote frees always reach a valid heap,
+//! and a program that churns threads reuses the same few heaps. The
+//! maintenance tick sweeps abandoned heaps too, so their emptied slabs go
+//! back.
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering::*};
+
+use crate::meta;
+use crate::pages::Pages;
+use crate::sync::Locked;
+
+use super::heap::{Heap, HEAP_ABANDONED, HEAP_ACTIVE, HEAP_LOST};
+
+/// The heaps of one allocator. See the module docs.
+pub struct HeapRegistry {
+    /// Every heap ever made, through `next_all` (lock-free push).
+    all: AtomicPtr<Heap>,
+    /// Heaps of exited threads, through `next_abandoned`.
+    abandoned: Locked<usize>,
+}
+
+impl HeapRegistry {
+    /// No heap yet.
+    pub const fn new() -> HeapRegistry {
+        HeapRegistry {
+            all: AtomicPtr::new(ptr::null_mut()),
+            abandoned: Locked::new(0),
+        }
+    }
+
+    /// A heap for a new thread: an abandoned one, or a new one. Null if
+    /// metadata memory ran out. The caller owns it; it is marked active.
+    /// A new heap is made under the abandoned-list lock, so no heap appears
+    /// while [`lock_all`](Self::lock_all) holds it.
+    pub fn acquire(&self) -> *mut Heap {
+        let h = {
+            let mut a = self.abandoned.lock();
+            let h = *a as *mut Heap;
+            if h.is_null() {
+                self.create()
+            } else {
+                // SAFETY: heaps on the abandoned list are ours to take; the
+                // link is guarded by the lock we hold.
+                *a = unsafe { *(*h).next_abandoned.get() } as usize;
+                h
+            }
+        };
+        if !h.is_null() {
+            // SAFETY: heaps live forever.
+            unsafe { (*h).state.store(HEAP_ACTIVE, Release) };
+        }
+        h
+    }
+
+    fn create(&self) -> *mut Heap {
+        let h = meta::alloc(core::mem::size_of::<Heap>(), 64).cast::<Heap>();
+        if h.is_null() {
+            return h;
+        }
+        // SAFETY: fresh, aligned metadata memory.
+        unsafe { h.write(Heap::new()) };
+        let mut head = self.all.load(Acquire);
+        loop {
+            // SAFETY: h is ours until published.
+            unsafe { (*h).next_all.store(head, Relaxed) };
+            match self.all.compare_exchange_weak(head, h, AcqRel, Acquire) {
+                Ok(_) => return h,
+                Err(x) => head = x,
+            }
+        }
+    }
+
+    /// Puts `h` on the abandoned list, for the next new thread.
+    ///
+    /// # Safety
+    /// The caller owns `h` and will not touch it again.
+    pub unsafe fn abandon(&self, h: *mut Heap) {
+        let mut a = self.abandoned.lock();
+        // SAFETY: ours until pushed; the link is guarded by the lock.
+        unsafe {
+            (*h).state.store(HEAP_ABANDONED, Release);
+            *(*h).next_abandoned.get() = *a as *mut Heap;
+        }
+        *a = h as usize;
+    }
+
+    /// Calls `f` on every heap ever created.
+    pub fn for_each(&self, mut f: impl FnMut(&Heap)) {
+        let mut h = self.all.load(Acquire);
+        while !h.is_null() {
+            // SAFETY: heaps live forever.
+            let r = unsafe { &*h };
+            f(r);
+            h = r.next_all.load(Acquire);
+        }
+    }
+
+    /// Sweeps every abandoned heap (maintenance tick, trim): collects
+    /// remote frees and gives emptied slabs back. Each heap is taken off
+    /// the list while it is swept, so a thread adopting heaps meanwhile
+    /// never sees it.
+    pub fn collect_abandoned(&self, pages: &Pages<'_>) {
+        let mut list = {
+            let mut a = self.abandoned.lock();
+            core::mem::replace(&mut *a, 0) as *mut Heap
+        };
+        let mut done: *mut Heap = ptr::null_mut();
+        let mut tail: *mut Heap = ptr::null_mut();
+        while !list.is_null() {
+            // SAFETY: the heaps are off the list and so ours for now.
+            unsafe {
+                let next = *(*list).next_abandoned.get();
+                (*list).owned().collect(pages);
+                *(*list).next_abandoned.get() = done;
+                if done.is_null() {
+                    tail = list;
+                }
+                done = list;
+                list = next;
+            }
+        }
+        if !done.is_null() {
+            let mut a = self.abandoned.lock();
+            // SAFETY: tail is the last heap of our private chain.
+            unsafe { *(*tail).next_abandoned.get() = *a as *mut Heap };
+            *a = done as usize;
+        }
+    }
+
+    /// Gives back the parked slabs of every heap whose parking lock is
+    /// free (the tick's share, and an allocation at the memory limit).
+    /// Returns how many slabs went back.
+    pub fn release_parked_everywhere(&self, pages: &Pages<'_>) -> usize {
+        let mut n = 0;
+        self.for_each(|h| n += h.release_parked(pages));
+        n
+    }
+
+    /// In a forked child: every heap but `me` belonged to a thread that
+    /// does not exist there; mark the active ones lost (never reused).
+    pub fn mark_lost_except(&self, me: *const Heap) {
+        self.for_each(|h| {
+            if !ptr::eq(h, me) && h.state.load(Relaxed) == HEAP_ACTIVE {
+                h.state.store(HEAP_LOST, Relaxed);
+            }
+        });
+    }
+
+    /// Takes the abandoned-list lock, then every heap's parking lock
+    /// (before fork). No heap is created while the first is held, so
+    /// `unlock_all` releases exactly these.
+    pub fn lock_all(&self) {
+        core::mem::forget(self.abandoned.lock());
+        self.for_each(|h| h.parked.lock_for_fork());
+    }
+
+    /// Releases what [`lock_all`](Self::lock_all) took: in the parent,
+    /// waking anyone queued; in the child, resetting.
+    ///
+    /// # Safety
+    /// Only right after fork, having called `lock_all` in this thread.
+    pub unsafe fn unlock_all(&self, child: bool) {
+        // SAFETY: every lock was taken by lock_all in this thread.
+        unsafe {
+            self.for_each(|h| h.parked.unlock_after_fork());
+            if child {
+                self.abandoned.lock.force_unlock();
+            } else {
+                self.abandoned.lock.unlock();
+            }
+        }
+    }
+}
+
+impl Default for HeapRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
