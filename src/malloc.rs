@@ -17,7 +17,7 @@ use crate::page::{LargeBlock, PageKind};
 use crate::report;
 use crate::runtime::{self, tls};
 use crate::section::{desc_of, is_ours};
-use crate::slab::{self, classes, Heap, Slab};
+use crate::slab::{self, classes, Freed, Heap, Slab};
 
 #[inline]
 fn set_errno(e: i32) {
@@ -38,8 +38,8 @@ fn alloc_class(class: usize) -> *mut u8 {
     }
 }
 
-/// Allocates `size` bytes with the default alignment; null on failure,
-/// errno untouched.
+/// Allocates `size` bytes with the default alignment; null (errno ENOMEM)
+/// on failure.
 #[inline(always)]
 pub fn alloc(size: usize) -> *mut u8 {
     if size <= SMALL_MAX {
@@ -50,7 +50,7 @@ pub fn alloc(size: usize) -> *mut u8 {
 }
 
 /// Allocates `size` bytes aligned to `align` (a power of two); zeroed if
-/// `zero`. Null on failure, errno untouched.
+/// `zero`. Null (errno ENOMEM) on failure.
 pub fn alloc_aligned(align: usize, size: usize, zero: bool) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
     let p = if align <= 8 && size <= SMALL_MAX {
@@ -70,14 +70,10 @@ pub fn alloc_aligned(align: usize, size: usize, zero: bool) -> *mut u8 {
     p
 }
 
-/// `malloc`.
+/// `malloc`: the slow paths set ENOMEM when they fail.
 #[inline]
 pub fn malloc(size: usize) -> *mut u8 {
-    let p = alloc(size);
-    if p.is_null() {
-        set_errno(libc::ENOMEM);
-    }
-    p
+    alloc(size)
 }
 
 /// `calloc`: overflow of `n * size` gives NULL with ENOMEM.
@@ -121,8 +117,10 @@ pub unsafe fn free(p: *mut u8) {
         if !s.is_null() {
             // SAFETY: s is the slab of p's page.
             unsafe {
-                if slab::free(p, s, tls::heap(), runtime::free_key()) {
-                    runtime::slab_needs_care(s);
+                match slab::free(p, s, tls::heap(), runtime::free_key()) {
+                    Freed::Done => {}
+                    Freed::SlabChanged => runtime::slab_changed(s),
+                    Freed::Slow => runtime::free_small_slow(p, s),
                 }
             }
         } else {
@@ -160,14 +158,7 @@ unsafe fn lookup(p: *mut u8, who: Caller) -> Block {
         if !s.is_null() {
             let freed = (who == Caller::Realloc).then_some(who.freed());
             let key = runtime::free_key();
-            return Block::Small(slab::checked_size(
-                p,
-                s,
-                tls::heap(),
-                key,
-                who.invalid(),
-                freed,
-            ));
+            return Block::Small(slab::checked_size(p, s, key, who.invalid(), freed));
         }
         Block::Page(large::checked_block(p, d, who))
     }

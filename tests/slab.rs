@@ -105,6 +105,12 @@ fn free_all(env: &Env, h: &Heap, v: Vec<*mut u8>) {
     }
 }
 
+/// Gives every object on `h`'s bins back to its slab.
+fn flush(env: &Env, h: &Heap) {
+    // SAFETY: this thread drives h.
+    unsafe { h.owned() }.flush_bins(&env.pages());
+}
+
 /// (park_high, park_missed, parked bytes, slabs created).
 fn park_state(h: &Heap) -> (usize, usize, usize, u64) {
     // SAFETY: this thread drives h.
@@ -130,9 +136,11 @@ fn park_high_tunes_itself_and_parked_slabs_serve_any_class_of_their_order() {
     let n = fits + 36;
     assert_eq!(park_state(h), (PARK_HIGH_MIN, 0, 0, 0));
 
-    // n slabs of class a, all freed: the last stays current, `fits` are
-    // parked, the rest go back and are remembered as missed.
+    // n slabs of class a, all freed (and the bins flushed back to the
+    // slabs): the last stays current, `fits` are parked, the rest go back
+    // and are remembered as missed.
     free_all(&env, h, fill(&env, h, a, n));
+    flush(&env, h);
     let (high, missed, parked, created) = park_state(h);
     assert_eq!(created, n as u64);
     assert_eq!(high, PARK_HIGH_MIN);
@@ -148,6 +156,7 @@ fn park_high_tunes_itself_and_parked_slabs_serve_any_class_of_their_order() {
     assert_eq!(missed, 0);
     assert_eq!(high, PARK_HIGH_MIN + (n - 1 - fits) * slab);
     free_all(&env, h, v);
+    flush(&env, h);
 
     // Now all n - 1 emptied slabs fit, and class a takes them back without
     // asking the page allocator.
@@ -165,8 +174,10 @@ fn park_high_tunes_itself_and_parked_slabs_serve_any_class_of_their_order() {
     assert!(park_state(h).2 > 0);
     env.tick();
     assert_eq!(park_state(h).2, 0, "the tick took the parked slabs back");
-    // ... and the owner's next slow path sees the tick: park_high decays.
-    free_all(&env, h, fill(&env, h, b, 2)); // past the current slab
+    // ... and the owner's next slow path (its bin is empty) sees the
+    // tick: park_high decays.
+    flush(&env, h);
+    free_all(&env, h, fill(&env, h, b, 2));
     let (high2, missed, parked, _) = park_state(h);
     assert_eq!(high2, high - high / 8);
     assert_eq!(missed, 0);
@@ -189,13 +200,15 @@ fn remote_frees_reach_the_owner_even_from_full_slabs() {
     assert!(!extra.is_null());
     assert_eq!(env.check().1, 3 * cap + 1);
 
-    // The other heap frees every object of the first three slabs: remote
-    // frees, each slab's first one posting the slab on the owner's
-    // delayed stack.
+    // The other heap frees every object of the first three slabs into its
+    // bin, which gives them back to their slabs' remote lists when it is
+    // full and when flushed; each slab's first remote run posts the slab on
+    // the owner's delayed stack.
     for p in v.drain(..) {
         // SAFETY: `other` is driven by this thread; p is live, freed once.
         unsafe { free_owned(&mut other.owned(), p, KEY, &env.pages()) };
     }
+    flush(&env, other);
     assert!(!owner.delayed.load(Relaxed).is_null(), "no delayed notice");
     assert_eq!(owner.remote_collected.load(Relaxed), 0);
     let (_, live) = env.check();
@@ -214,6 +227,39 @@ fn remote_frees_reach_the_owner_even_from_full_slabs() {
     // SAFETY: this thread drives `owner`; extra is live.
     unsafe { free_owned(&mut owner.owned(), extra, KEY, &env.pages()) };
     assert_eq!(env.check().1, 0);
+}
+
+#[test]
+fn a_thread_gives_other_heaps_objects_back_to_their_slabs() {
+    let env = Env::new(64 << 20);
+    let (owner, other) = (env.heap(), env.heap());
+    let size = 48;
+    let class = class_of(size);
+    let n = 40;
+    let v: Vec<*mut u8> = fill(&env, owner, size, 1).into_iter().take(n).collect();
+    // SAFETY: `other` is driven by this thread; each p is live, freed once;
+    // the slab is read while no other thread runs.
+    unsafe {
+        let mut o = other.owned();
+        for &p in &v {
+            free_owned(&mut o, p, KEY, &env.pages());
+        }
+        // Nothing stays with the freeing heap (it would be reused next to
+        // the owner's live objects): every object is on its slab's remote
+        // list, and the owner takes them back on its next refill.
+        assert_eq!(o.local().bins[class].count, 0);
+        let s = (*pcpalloc::internals::desc_of(v[0] as usize))
+            .head
+            .load(Relaxed)
+            .cast::<pcpalloc::internals::Slab>();
+        assert_ne!((*s).thread_free.load(Relaxed), 0);
+    }
+    // Only the objects of the first fill that were never freed are live.
+    let cap = usize::from(CAPACITY[class]);
+    assert_eq!(env.check().1, cap - n);
+    let again = fill(&env, owner, size, 1);
+    assert_eq!(owner.remote_collected.load(Relaxed) as usize, n);
+    free_all(&env, owner, again);
 }
 
 #[test]

@@ -22,7 +22,9 @@ pub mod thread;
 pub mod tick;
 pub mod tls;
 
-pub use paths::{alloc_big, alloc_small_slow, free_block, realloc_huge, slab_needs_care, trim};
+pub use paths::{
+    alloc_big, alloc_small_slow, free_block, free_small_slow, realloc_huge, slab_changed, trim,
+};
 pub use process::{ensure_init, free_key, HEAPS, PAGES};
 pub use report::{check_invariants, check_invariants_quiescent, print_stats, stats};
 pub use thread::{pages_of, thread_heap};

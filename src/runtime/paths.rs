@@ -5,7 +5,7 @@
 use crate::geometry::{LARGE_MAX, NR_PCP_ORDERS};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
-use crate::slab::Slab;
+use crate::slab::{self, Slab};
 
 use super::process::{self, HEAPS, HUGE, PAGES};
 use super::thread::{pages_of, thread_heap};
@@ -14,9 +14,15 @@ use super::{tick, tls};
 /// The small-object allocation slow path for `class`: the thread's heap is
 /// set up if needed, the tick runs if due, and the heap refills; at the
 /// memory limit every heap's parked slabs go back before it fails.
+/// Null results set errno to ENOMEM (so `malloc` needs no test of its own
+/// and its slow path is a tail call).
 #[cold]
 #[inline(never)]
 pub fn alloc_small_slow(class: usize) -> *mut u8 {
+    out_of_memory_if_null(alloc_small(class))
+}
+
+fn alloc_small(class: usize) -> *mut u8 {
     let h = thread_heap();
     if h.is_null() {
         return h.cast();
@@ -33,29 +39,54 @@ pub fn alloc_small_slow(class: usize) -> *mut u8 {
     }
 }
 
-/// After a local free: slab `s` of this thread's heap became empty, or
-/// was full.
+/// After the free fast path gave an object back to slab `s` of this
+/// thread's heap, and the slab became empty or was full.
 ///
 /// # Safety
 /// The calling thread's heap owns slab `s`.
 #[cold]
 #[inline(never)]
-pub unsafe fn slab_needs_care(s: *mut Slab) {
+pub unsafe fn slab_changed(s: *mut Slab) {
     let h = tls::heap();
     // SAFETY: slab::free said this thread's heap owns s.
     unsafe {
-        let mut o = (*h).owned();
-        if let Some(empty) = o.free_local_slow(s) {
-            o.park_or_retire(empty, &pages_of(&*h));
-        }
+        let pages = pages_of(&*h);
+        (*h).owned().slab_given_back(s, &pages);
     }
+}
+
+/// The small-object free slow path (see `slab::free_slow`): a bad
+/// pointer, or an object of another thread's heap.
+///
+/// # Safety
+/// `s` is the slab head of `p`'s page; the caller is freeing `p`.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
+    // SAFETY: forwarded contract.
+    unsafe { slab::free_slow(p, s, process::free_key()) }
 }
 
 /// A large (≤ 4 MiB) or huge allocation of `size` bytes aligned to `align`
 /// (a power of two ≥ the page size for large blocks); zeroed if `zero`.
+/// Null results set errno to ENOMEM.
 #[cold]
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    out_of_memory_if_null(alloc_page_block(size, align, zero))
+}
+
+/// Sets errno to ENOMEM if `p` is null; returns `p`.
+#[inline]
+fn out_of_memory_if_null(p: *mut u8) -> *mut u8 {
+    if p.is_null() {
+        // SAFETY: errno's location is valid for the calling thread.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+    }
+    p
+}
+
+fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
     if size > LARGE_MAX || align > LARGE_MAX {
         if !process::ensure_init() {
             return core::ptr::null_mut();

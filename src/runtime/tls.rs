@@ -7,11 +7,13 @@
 //! is hidden, so an executable that links pcpalloc and a preloaded
 //! libpcpalloc.so each keep their own. Elsewhere a `thread_local!` cell.
 //!
-//! The slot holds the heap's offset from the static empty heap, so its
-//! zero initial value means "the empty heap" and the fast path needs no
+//! The slot holds the heap's address and starts as the static empty heap's
+//! (a relocated word in the TLS image, which the dynamic loader relocates
+//! before any thread's block is copied from it), so the fast path needs no
 //! "initialised?" test: an empty heap's bins are empty, so the first
 //! allocation takes the slow path, which sets the heap up.
 
+#[cfg(not(target_arch = "x86_64"))]
 use core::ptr::addr_of;
 
 use crate::slab::heap::{Heap, EMPTY_HEAP};
@@ -21,15 +23,16 @@ mod imp {
     use core::arch::{asm, global_asm};
 
     global_asm!(
-        ".pushsection .tbss,\"awT\",@nobits",
+        ".pushsection .tdata,\"awT\",@progbits",
         ".p2align 3",
-        ".globl __pcpalloc_tls_heap_v1",
-        ".hidden __pcpalloc_tls_heap_v1",
-        ".type __pcpalloc_tls_heap_v1, @object",
-        ".size __pcpalloc_tls_heap_v1, 8",
-        "__pcpalloc_tls_heap_v1:",
-        ".zero 8",
+        ".globl __pcpalloc_tls_heap_v2",
+        ".hidden __pcpalloc_tls_heap_v2",
+        ".type __pcpalloc_tls_heap_v2, @object",
+        ".size __pcpalloc_tls_heap_v2, 8",
+        "__pcpalloc_tls_heap_v2:",
+        ".quad {empty}",
         ".popsection",
+        empty = sym crate::slab::heap::EMPTY_HEAP,
     );
 
     #[inline(always)]
@@ -39,7 +42,7 @@ mod imp {
         // offset; the slot always exists for a loaded module.
         unsafe {
             asm!(
-                "mov {0}, qword ptr [rip + __pcpalloc_tls_heap_v1@GOTTPOFF]",
+                "mov {0}, qword ptr [rip + __pcpalloc_tls_heap_v2@GOTTPOFF]",
                 "mov {0}, qword ptr fs:[{0}]",
                 out(reg) v,
                 options(nostack, readonly, preserves_flags, pure)
@@ -53,7 +56,7 @@ mod imp {
         // SAFETY: writes this thread's own TLS word (see get).
         unsafe {
             asm!(
-                "mov {t}, qword ptr [rip + __pcpalloc_tls_heap_v1@GOTTPOFF]",
+                "mov {t}, qword ptr [rip + __pcpalloc_tls_heap_v2@GOTTPOFF]",
                 "mov qword ptr fs:[{t}], {v}",
                 t = out(reg) _,
                 v = in(reg) v,
@@ -71,6 +74,9 @@ mod imp {
         static SLOT: Cell<usize> = const { Cell::new(0) };
     }
 
+    // 0 stands for the empty heap here (a thread-local cannot start with
+    // a static's address).
+
     #[inline(always)]
     pub fn get() -> usize {
         SLOT.with(|s| s.get())
@@ -84,12 +90,28 @@ mod imp {
 
 /// This thread's heap (the static empty heap until the first slow path).
 #[inline(always)]
+#[cfg(target_arch = "x86_64")]
+pub fn heap() -> *mut Heap {
+    imp::get() as *mut Heap
+}
+
+/// Sets this thread's heap.
+#[inline]
+#[cfg(target_arch = "x86_64")]
+pub fn set_heap(h: *mut Heap) {
+    imp::set(h as usize);
+}
+
+/// This thread's heap (the static empty heap until the first slow path).
+#[inline(always)]
+#[cfg(not(target_arch = "x86_64"))]
 pub fn heap() -> *mut Heap {
     (addr_of!(EMPTY_HEAP) as usize).wrapping_add(imp::get()) as *mut Heap
 }
 
 /// Sets this thread's heap.
 #[inline]
+#[cfg(not(target_arch = "x86_64"))]
 pub fn set_heap(h: *mut Heap) {
     imp::set((h as usize).wrapping_sub(addr_of!(EMPTY_HEAP) as usize));
 }

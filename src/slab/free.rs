@@ -1,5 +1,12 @@
-//! The free path of small objects: the local push, the remote push, and
-//! the checks that catch invalid pointers and double frees on the way.
+//! The free path of small objects: a push on the freeing thread's bin,
+//! behind the checks that catch invalid pointers and double frees.
+//!
+//! The fast path (`free`) checks that the pointer starts an object of its
+//! slab (one multiply) and does not carry the free key, then pushes it on
+//! the bin of the slab's class — whoever owns the slab. Everything else is
+//! the slow path (`free_slow`): a report and abort for a bad pointer, a
+//! flush of a full bin, or — for a thread with no heap — the object
+//! straight back to its slab's remote list.
 
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -10,81 +17,95 @@ use crate::section::{desc_of, offset_in_block};
 use super::heap::{Heap, Owned};
 use super::slab::{self, Slab};
 
-/// Frees object `p` of slab `s` from the thread whose heap is `h`, which
-/// may not own `s`. Returns true when `s` needs its owner's slow path
-/// afterwards ([`Owned::free_local_slow`]: the slab became empty, or was
-/// full); false when the free is complete.
+/// What the free fast path leaves to do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Freed {
+    /// Nothing: the object is on a bin or back on its slab.
+    Done,
+    /// The object went back on its slab, which became empty or was full:
+    /// the owner's `slab_given_back` must see to it.
+    SlabChanged,
+    /// The slow path ([`free_slow`]) must run: a bad pointer, or a slab of
+    /// another heap.
+    Slow,
+}
+
+/// Frees object `p` of slab `s`, from the thread whose heap is `h`: onto
+/// its bin when `h` owns the slab, or, when that bin is full, straight back
+/// on the slab's own list.
 ///
 /// # Safety
 /// `s` is the `head` of the descriptor of `p`'s page (non-null), `h` is the
 /// calling thread's heap (or the empty heap), `key` the process's free
-/// key, and the caller is freeing `p` (it may be invalid: that is checked
-/// and reported).
+/// key, and the caller is freeing `p` (it may be invalid: the slow path
+/// checks and reports).
 #[inline(always)]
-pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
+pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
     // SAFETY: s is a live slab head (its page descriptor said so); the
-    // object check proves p starts an object of it before we write.
+    // object check proves p starts an object of it before we write; the
+    // bin is the calling thread's own, and a full one (every bin of the
+    // empty heap) is not written; the slab's own list is written only by
+    // its owner.
     unsafe {
         if slab::object_index(s, offset_in_block(p as usize, s.cast())).is_some()
             && (p as *const usize).add(1).read() != key
             && (*s).owner.load(Relaxed) == h as *mut u8
         {
-            return slab::push_local(s, p, key);
+            let bin = Heap::bin(h, (*s).class as usize);
+            if (*bin).count < (*bin).limit {
+                (*bin).push(p, key);
+                return Freed::Done;
+            }
+            (p as *mut usize).add(1).write(key);
+            return if slab::give_back(s, p) {
+                Freed::SlabChanged
+            } else {
+                Freed::Done
+            };
         }
-        free_other(p, s, h, key)
+        Freed::Slow
     }
 }
 
-/// Every free of a small object but the plain local one: invalid pointers,
-/// suspected double frees, and frees from threads that do not own the slab.
+/// The free slow path (see [`free`]): reports and aborts on an invalid
+/// pointer or a double free; else `p` belongs to a slab of another heap and
+/// goes back on that slab's remote list with one CAS. Keeping it here to
+/// reuse would hand this thread memory next to the owner's live objects
+/// (false sharing, which cache-scratch measures).
+///
+/// # Safety
+/// As [`free`].
+#[cold]
 #[inline(never)]
-unsafe fn free_other(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
+pub unsafe fn free_slow(p: *mut u8, s: *mut Slab, key: usize) {
     // SAFETY: as in `free`; the checks are repeated here in full.
     unsafe {
         if slab::object_index(s, p as usize - Slab::base(s)).is_none() {
             report::fatal("free(): invalid pointer (not the start of a block)", p);
         }
-        let mine = (*s).owner.load(Relaxed) == h as *mut u8;
+        // The key is 64 random bits written into every freed block and
+        // cleared when it is handed out: a live block holds it only if the
+        // program copied it out of a freed one.
         if (p as *const usize).add(1).read() == key {
-            free_suspect(p, s, mine);
+            report::fatal("free(): double free detected", p);
         }
-        if mine {
-            slab::push_local(s, p, key)
-        } else {
-            if slab::push_remote(s, p, key) {
-                Heap::notify_owner(s);
-            }
-            false
+        (p as *mut usize).add(1).write(key);
+        if slab::push_remote(s, p, p) {
+            Heap::notify_owner(s);
         }
-    }
-}
-
-/// The block carries the free key: it is free already, unless its owner's
-/// lists say otherwise (the key can only be there by coincidence if the
-/// program wrote it). Aborts on a double free.
-#[cold]
-#[inline(never)]
-unsafe fn free_suspect(p: *mut u8, s: *mut Slab, mine: bool) {
-    // Another thread's lists cannot be walked safely; the key is 64 random
-    // bits, so a live block holds it only if the program copied it out of
-    // a freed block.
-    // SAFETY: we own s when `mine`, so its lists are ours to walk.
-    if !mine || unsafe { slab::on_free_list(s, p) || slab::on_thread_free(s, p) } {
-        report::fatal("free(): double free detected", p);
     }
 }
 
 /// Checks a small block for realloc or malloc_usable_size: aborts with
-/// `invalid` unless `p` starts an object of `s`, and — for realloc, which
-/// must not resize a freed block — with "pointer already freed" when it is
-/// confirmed free. Returns its usable size.
+/// `invalid` unless `p` starts an object of `s`, and with `freed` (for
+/// realloc, which must not resize a freed block) when it carries the free
+/// key. Returns its usable size.
 ///
 /// # Safety
-/// `s` is the slab head of `p`'s page; `h` the calling thread's heap.
+/// `s` is the slab head of `p`'s page.
 pub unsafe fn checked_size(
     p: *mut u8,
     s: *mut Slab,
-    h: *const Heap,
     key: usize,
     invalid: &'static str,
     freed: Option<&'static str>,
@@ -96,10 +117,7 @@ pub unsafe fn checked_size(
         }
         if let Some(msg) = freed {
             if (p as *const usize).add(1).read() == key {
-                let mine = (*s).owner.load(Relaxed) == h as *mut u8;
-                if !mine || slab::on_free_list(s, p) || slab::on_thread_free(s, p) {
-                    report::fatal(msg, p);
-                }
+                report::fatal(msg, p);
             }
         }
         slab::object_size(s)
@@ -116,10 +134,11 @@ pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Page
     // SAFETY: forwarded contract: p's page is a slab page.
     unsafe {
         let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
-        if free(p, s, o.heap(), key) {
-            if let Some(e) = o.free_local_slow(s) {
-                o.park_or_retire(e, pages);
-            }
+        let h: *const Heap = o.heap();
+        match free(p, s, h, key) {
+            Freed::Done => {}
+            Freed::SlabChanged => o.slab_given_back(s, pages),
+            Freed::Slow => free_slow(p, s, key),
         }
     }
 }

@@ -1,17 +1,22 @@
-//! Thread heaps: per size class, the current slab and a list of partial
-//! slabs, plus the delayed-free stack (see `slab.rs`), the parked empty
-//! slabs and a one-block-per-order cache of large blocks.
+//! Thread heaps: per size class a bin of free objects (the thread cache,
+//! `bin.rs`), the current slab bins are refilled from and a list of
+//! partial slabs; plus the delayed-free stack (see `slab.rs`), the parked
+//! empty slabs and a one-block-per-order cache of large blocks.
 //!
 //! A heap is a value over a page allocator it is handed ([`Pages`]) on
 //! every call that may need pages; it names no global. The runtime gives
 //! every thread one on its first allocation ([`super::heaps`] keeps them
 //! all); tests and the replay make their own.
 //!
-//! Slab states, for one heap and class:
+//! Allocation pops the class's bin; an empty bin is refilled with up to
+//! its limit of objects from the current slab (its own list, then its
+//! remote list, then its untouched tail). Free pushes on the bin; a full
+//! bin first gives its older half back to the slabs (`flush`). Slab
+//! states, for one heap and class:
 //!
 //! ```text
 //!   new ──► current ──(exhausted)──► full (IN_FULL, on no list)
-//!             ▲  ▲                      │ local free / delayed notice
+//!             ▲  ▲                      │ objects given back / delayed notice
 //!             │  └──────── partial ◄────┘
 //!             └─ (current exhausted, take next partial)
 //!   partial or full ──(no live object)──► parked, or back to the pages
@@ -58,9 +63,10 @@ use crate::geometry::{NR_PCP_ORDERS, PAGE_SIZE};
 use crate::page::{flags, LargeBlock, MigrateType, PageKind, PageList};
 use crate::pages::Pages;
 use crate::pcp::Pageset;
-use crate::section::page_addr;
+use crate::section::{desc_of, page_addr};
 use crate::sync::bump;
 
+use super::bin::{Bin, BIN_LIMIT};
 use super::classes::{NR_CLASSES, SLAB_ORDER};
 use super::parked::Parked;
 use super::slab::{self, Slab, IN_FULL};
@@ -83,8 +89,10 @@ pub const HEAP_LOST: u8 = 3;
 /// The owner-only part of a heap.
 #[repr(C)]
 pub struct Local {
-    /// The current slab of each class (the empty slab when none). Hot:
-    /// first, at offset 0 of the heap.
+    /// Free objects per class. Hot: first, at offset 0 of the heap.
+    pub bins: [Bin; NR_CLASSES],
+    /// The slab of each class bins are refilled from (the empty slab when
+    /// none).
     pub current: [*mut Slab; NR_CLASSES],
     /// Partial slabs per class, excluding the current one.
     partial: [PageList<Slab>; NR_CLASSES],
@@ -142,10 +150,10 @@ const fn unsafe_empty_slab() -> Slab {
     unsafe { core::mem::zeroed() }
 }
 
-/// The heap of a thread that has not allocated yet: every bin points at
-/// the empty slab, so its first allocation takes the slow path. Never
-/// written.
-pub static EMPTY_HEAP: Heap = Heap::new();
+/// The heap of a thread that has not allocated yet: its bins are empty and
+/// hold nothing (limit 0), so its first allocation and every free take the
+/// slow path. Never written.
+pub static EMPTY_HEAP: Heap = Heap::with_limits([0; NR_CLASSES]);
 
 #[inline(always)]
 fn empty_slab() -> *mut Slab {
@@ -155,8 +163,19 @@ fn empty_slab() -> *mut Slab {
 impl Heap {
     /// A heap with no slabs.
     pub const fn new() -> Heap {
+        Heap::with_limits(BIN_LIMIT)
+    }
+
+    const fn with_limits(limits: [u32; NR_CLASSES]) -> Heap {
+        let mut bins = [Bin::new(0); NR_CLASSES];
+        let mut c = 0;
+        while c < NR_CLASSES {
+            bins[c] = Bin::new(limits[c]);
+            c += 1;
+        }
         Heap {
             local: UnsafeCell::new(Local {
+                bins,
                 current: [addr_of!(EMPTY_SLAB) as *mut Slab; NR_CLASSES],
                 partial: [const { PageList::new() }; NR_CLASSES],
                 park_high: PARK_HIGH_MIN,
@@ -176,23 +195,30 @@ impl Heap {
         }
     }
 
-    /// The allocation fast path: pops an object of `class` from the current
-    /// slab, or returns null (the slow path's turn).
+    /// The allocation fast path: pops an object of `class` from its bin,
+    /// or returns null (the slow path's turn).
     ///
     /// # Safety
-    /// `h` is the calling thread's heap (or the empty heap), and
-    /// `class < NR_CLASSES`.
+    /// `h` is the calling thread's heap (or the empty heap, whose bins are
+    /// empty), and `class < NR_CLASSES`.
     #[inline(always)]
     pub unsafe fn alloc_fast(h: *const Heap, class: usize) -> *mut u8 {
-        // SAFETY: the owner reads its own current slab; every bin holds a
-        // slab (the empty one at worst), whose free list is owner-only.
+        // SAFETY: the owner reaches its own bin through the raw pointer;
+        // an empty bin is not written.
+        unsafe { (*Heap::bin(h, class)).pop() }
+    }
+
+    /// The bin of `class`, for the owner's fast paths.
+    ///
+    /// # Safety
+    /// As [`alloc_fast`](Self::alloc_fast): the pointer is only used by the
+    /// owning thread, and never to write to the empty heap.
+    #[inline(always)]
+    pub unsafe fn bin(h: *const Heap, class: usize) -> *mut Bin {
+        // SAFETY: forwarded contract; class is in range.
         unsafe {
             let local = (*h).local.get();
-            let s = *(*local).current.get_unchecked(class);
-            if (*s).free.is_null() {
-                return ptr::null_mut();
-            }
-            slab::pop(s)
+            (*local).bins.as_mut_ptr().add(class)
         }
     }
 
@@ -311,46 +337,57 @@ impl Owned<'_> {
     /// Null when out of memory (tests and the replay, which drive heaps as
     /// values).
     pub fn alloc(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
-        let s = self.local.current[class];
-        // SAFETY: current slabs are ours (or the empty slab, never popped).
-        unsafe {
-            if !(*s).free.is_null() {
-                return slab::pop(s);
-            }
+        // SAFETY: the bin is ours and holds free objects.
+        let p = unsafe { self.local.bins[class].pop() };
+        if p.is_null() {
+            self.alloc_slow(class, pages)
+        } else {
+            p
         }
-        self.alloc_slow(class, pages)
     }
 
-    /// The allocation slow path: the current slab of `class` is empty.
-    /// Refills it from remote frees or its untouched tail, else moves to a
-    /// partial slab, else a parked one, else makes a new slab. Null when
-    /// out of memory.
+    /// The allocation slow path: the bin of `class` is empty. Refills it
+    /// and pops. Null when out of memory.
     pub fn alloc_slow(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
         let epoch = pages.zone().epoch();
         if epoch != self.local.epoch_seen {
             self.local.epoch_seen = epoch;
             self.on_tick(pages);
         }
+        if !self.refill(class, pages) {
+            return ptr::null_mut();
+        }
+        // SAFETY: refill put objects of ours on the bin.
+        unsafe { self.local.bins[class].pop() }
+    }
+
+    /// Refills the empty bin of `class` with every free object of the
+    /// current slab — its own list, else its remote list, else a page of
+    /// its untouched tail — moving to a partial slab, a parked one or a new
+    /// one as each runs dry. False when out of memory.
+    fn refill(&mut self, class: usize, pages: &Pages<'_>) -> bool {
         // SAFETY: every slab reached is owned by this heap.
         unsafe {
             loop {
                 let cur = self.local.current[class];
                 if cur != empty_slab() {
-                    if !(*cur).free.is_null() {
-                        return slab::pop(cur);
-                    }
-                    let n = slab::collect_thread_free(cur);
-                    if n > 0 {
+                    if (*cur).free.is_null() {
+                        let n = slab::collect_thread_free(cur);
                         self.note_collected(n);
-                        return slab::pop(cur);
+                        if n == 0 && !slab::extend(cur) {
+                            if !slab::mark_full(cur) {
+                                continue; // remote frees arrived meanwhile
+                            }
+                            self.local.current[class] = empty_slab();
+                        }
                     }
-                    if slab::extend(cur) {
-                        return slab::pop(cur);
+                    if self.local.current[class] == cur {
+                        let (head, n) = slab::take_all(cur);
+                        let bin = &mut self.local.bins[class];
+                        bin.head = head;
+                        bin.count = n;
+                        return true;
                     }
-                    if !slab::mark_full(cur) {
-                        continue; // remote frees arrived meanwhile
-                    }
-                    self.local.current[class] = empty_slab();
                 }
                 self.process_delayed(pages);
                 let next = self.local.partial[class].pop_front();
@@ -370,7 +407,7 @@ impl Owned<'_> {
                 self.grow_park_high(PAGE_SIZE << order, pages);
                 let head = pages.alloc(order, MigrateType::Unmovable);
                 if head.is_null() {
-                    return ptr::null_mut();
+                    return false;
                 }
                 let s = slab::init(head, class, order, self.owner_tag());
                 bump(&self.heap.slabs_created, 1);
@@ -379,15 +416,53 @@ impl Owned<'_> {
         }
     }
 
-    /// The local free slow path: slab `s` just became empty, or it was
-    /// full. Returns the slab if it is empty and off every list: the
-    /// caller then hands it to [`park_or_retire`](Self::park_or_retire)
-    /// (only then is a page allocator needed).
+    /// Gives the objects of the bin of `class` past its first `keep` back
+    /// to their slabs.
+    pub fn flush(&mut self, class: usize, keep: u32, pages: &Pages<'_>) {
+        // SAFETY: the bin's list is well formed and ours.
+        let rest = unsafe { self.local.bins[class].split_after(keep) };
+        // SAFETY: the objects split off are free objects we now own.
+        unsafe { self.give_back_all(rest, pages) };
+    }
+
+    /// Gives every bin back to the slabs.
+    pub fn flush_bins(&mut self, pages: &Pages<'_>) {
+        for class in 0..NR_CLASSES {
+            if self.local.bins[class].count > 0 {
+                self.flush(class, 0, pages);
+            }
+        }
+    }
+
+    /// Gives a list of free objects of this heap's slabs (linked through
+    /// word 0, carrying the free key) back onto their slabs' own lists.
+    ///
+    /// # Safety
+    /// The objects are free objects of this heap's slabs that the caller
+    /// owns, each counted as in use by its slab.
+    unsafe fn give_back_all(&mut self, mut p: *mut u8, pages: &Pages<'_>) {
+        // SAFETY: each object is free and ours (contract); its page
+        // descriptor names its live slab.
+        unsafe {
+            while !p.is_null() {
+                let next = (p as *mut usize).read() as *mut u8;
+                let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
+                debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
+                if slab::give_back(s, p) {
+                    self.slab_given_back(s, pages);
+                }
+                p = next;
+            }
+        }
+    }
+
+    /// Slab `s` of this heap just got an object back and became empty, or
+    /// was full: it comes back from full onto the partial list, and an
+    /// empty slab that is not current is parked or given back.
     ///
     /// # Safety
     /// This heap owns `s`.
-    #[inline]
-    pub unsafe fn free_local_slow(&mut self, s: *mut Slab) -> Option<*mut Slab> {
+    pub unsafe fn slab_given_back(&mut self, s: *mut Slab, pages: &Pages<'_>) {
         // SAFETY: owner-only access to s.
         unsafe {
             let class = (*s).class as usize;
@@ -396,17 +471,17 @@ impl Owned<'_> {
                 // the delayed stack (then it comes back from there).
                 if slab::unmark_full(s) {
                     if (*s).used == 0 {
-                        return Some(s);
+                        self.park_or_retire(s, pages);
+                    } else {
+                        self.local.partial[class].push_front(s);
                     }
-                    self.local.partial[class].push_front(s);
                 }
-                return None;
+                return;
             }
             if (*s).used == 0 && self.local.current[class] != s {
                 self.local.partial[class].remove(s);
-                return Some(s);
+                self.park_or_retire(s, pages);
             }
-            None
         }
     }
 
@@ -441,7 +516,7 @@ impl Owned<'_> {
     /// # Safety
     /// `s` is a slab of this heap with no live object, on no list and not
     /// current.
-    pub unsafe fn park_or_retire(&mut self, s: *mut Slab, pages: &Pages<'_>) {
+    unsafe fn park_or_retire(&mut self, s: *mut Slab, pages: &Pages<'_>) {
         // SAFETY: forwarded contract.
         unsafe {
             if !self.heap.parked.park(s, self.local.park_high) {
@@ -479,9 +554,10 @@ impl Owned<'_> {
     }
 
     /// What the heap does once per tick, when its owner next takes the
-    /// slow path: parked slabs and cached blocks go back, and `park_high`
-    /// loses 1/8, down to PARK_HIGH_MIN.
+    /// slow path: the bins, parked slabs and cached blocks go back, and
+    /// `park_high` loses 1/8, down to PARK_HIGH_MIN.
     fn on_tick(&mut self, pages: &Pages<'_>) {
+        self.flush_bins(pages);
         self.release_parked_owned(pages);
         self.flush_block_cache(pages);
         let l = &mut *self.local;
@@ -508,6 +584,7 @@ impl Owned<'_> {
     /// back, the current ones included (thread exit, trim, the sweep of
     /// abandoned heaps).
     pub fn collect(&mut self, pages: &Pages<'_>) {
+        self.flush_bins(pages);
         self.process_delayed(pages);
         self.release_parked_owned(pages);
         self.flush_block_cache(pages);
@@ -590,10 +667,40 @@ impl Owned<'_> {
         self.local.park_missed = 0;
     }
 
-    /// Checks the owner-side invariants (slabs on the right lists, parked
-    /// bytes within `park_high`). Only while no other thread uses the heap.
-    pub fn check(&mut self) {
+    /// Checks the owner-side invariants (bins hold objects of live slabs of
+    /// their class or larger, slabs on the right lists, parked bytes within
+    /// `park_high`). Returns the objects on the bins. Only while no other
+    /// thread uses the heap.
+    pub fn check(&mut self) -> usize {
         let me = self.owner_tag();
+        let mut binned = 0;
+        for (class, bin) in self.local.bins.iter().enumerate() {
+            let mut p = bin.head;
+            let mut n = 0;
+            while !p.is_null() {
+                n += 1;
+                assert!(n <= bin.count, "bin longer than its count");
+                // SAFETY: bin objects are free objects of live slabs.
+                unsafe {
+                    let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
+                    assert!(!s.is_null(), "a bin object outside any slab");
+                    assert_eq!((*s).kind.load(Relaxed), PageKind::Slab as u8);
+                    assert!(
+                        (*s).class as usize >= class,
+                        "a bin object of a smaller class"
+                    );
+                    assert_eq!((*s).owner.load(Relaxed), me, "a bin object of another heap");
+                    let off = p as usize - Slab::base(s);
+                    assert!(
+                        slab::object_index(s, off).is_some(),
+                        "a bin object off an object start"
+                    );
+                    p = (p as *mut usize).read() as *mut u8;
+                }
+            }
+            assert_eq!(n, bin.count, "bin count");
+            binned += n as usize;
+        }
         // SAFETY: the slabs on our lists are ours; quiescent.
         unsafe {
             for class in 0..NR_CLASSES {
@@ -635,5 +742,6 @@ impl Owned<'_> {
                 }
             }
         }
+        binned
     }
 }

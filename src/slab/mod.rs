@@ -9,13 +9,18 @@
 //! - `parked.rs`: a heap's emptied slabs kept for reuse;
 //! - `heaps.rs`: every heap of an allocator, and the abandoned ones.
 //!
-//! The fast paths: allocation pops the current slab's free list
-//! ([`Heap::alloc_fast`]: no atomics, one branch); a local free pushes onto
-//! it, a free from another thread pushes onto the slab's `thread_free` with
-//! one CAS ([`free`]). Both free paths check that the pointer starts an
-//! object (a multiply, no division) and look at the block's free key to
-//! catch double frees.
+//! - `bin.rs`: a heap's list of free objects of one class, its thread
+//!   cache.
+//!
+//! The fast paths: allocation pops the class's bin ([`Heap::alloc_fast`]:
+//! no atomics, one branch); free pushes on the freeing thread's bin,
+//! whichever heap owns the object's slab ([`free`]), after checking that
+//! the pointer starts an object (a multiply, no division) and does not
+//! carry the free key (a double free). Objects go back to their slabs in
+//! batches: to the slab's own list from its owner's bins, by one CAS per
+//! run onto its remote list from other threads' bins.
 
+pub mod bin;
 pub mod classes;
 pub mod free;
 pub mod heap;
@@ -24,7 +29,7 @@ pub mod parked;
 #[allow(clippy::module_inception)]
 pub mod slab;
 
-pub use free::{checked_size, free, free_owned};
+pub use free::{checked_size, free, free_owned, free_slow, Freed};
 pub use heap::{Heap, Owned};
 pub use heaps::HeapRegistry;
 pub use slab::Slab;
@@ -37,9 +42,10 @@ use crate::section::desc_of;
 use crate::zone::Zone;
 
 /// Checks every slab of `zone`: its descriptor fields, the equation
-/// `live + pending remote (in used) + on free list = carved`, that its
-/// owner is one of `heaps`, and that every heap's lists hold only its own
-/// slabs in the right state. Returns (slabs, objects in use).
+/// `used + on free list = carved` (`used` counting live objects, objects
+/// on bins and pending remote ones), that its owner is one of `heaps`, and
+/// that every heap's bins and lists hold what they should. Returns (slabs,
+/// objects in use by the program).
 ///
 /// Only meaningful while no other thread allocates or frees (tests call it
 /// after joining their threads); panics on a broken invariant.
@@ -101,9 +107,14 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
             }
         }
     });
+    let mut binned = 0;
     heaps.for_each(|h| {
         // SAFETY: quiescent: no thread uses any heap while this runs.
-        unsafe { h.owned().check() };
+        binned += unsafe { h.owned().check() };
     });
-    (slabs, live)
+    assert!(
+        binned <= live,
+        "more objects on bins than slabs count in use"
+    );
+    (slabs, live - binned)
 }

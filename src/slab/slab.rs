@@ -13,13 +13,13 @@
 //!   so a new slab costs no more memory than it serves.
 //!
 //! Invariant: `used` counts objects handed out and not yet back on `free`
-//! (objects waiting on `thread_free` still count), so
+//! (objects on a bin, or waiting on `thread_free`, still count), so
 //! `used + len(free) = reserved`, and `used == 0` means the slab holds no
 //! live object and can go back to the page allocator.
 //!
 //! Free-block layout: word 0 links the list; word 1 holds the process's
 //! free key, so `free` recognises a block that is already free (a double
-//! free) in O(1) and confirms it by looking through the list.
+//! free) in O(1).
 //!
 //! Full slabs are on no list. Before it stops looking at a full slab the
 //! owner sets FULL_NOTIFY in `thread_free` (only when `thread_free` is
@@ -250,36 +250,36 @@ pub unsafe fn fini(s: *mut Slab) -> *mut Page {
     head
 }
 
-/// Pops the slab's next free object (the allocation fast path's body).
+/// Takes every object off the slab's own list, for a bin: returns the
+/// first and how many (in O(1): the invariant gives the count); the slab
+/// counts them as in use.
 ///
 /// # Safety
-/// `s` is owned by the calling heap and its `free` list is non-empty.
-#[inline(always)]
-pub unsafe fn pop(s: *mut Slab) -> *mut u8 {
-    // SAFETY: the owner's list holds free objects of this slab.
+/// `s` is owned by the calling heap.
+#[inline]
+pub unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
+    // SAFETY: owner-only fields; the objects on `free` become the caller's.
     unsafe {
-        let p = (*s).free;
-        let obj = p as *mut usize;
-        (*s).free = obj.read() as *mut u8;
-        (*s).used += 1;
-        obj.add(1).write(0); // no longer carries the free key
-        p
+        let head = core::mem::replace(&mut (*s).free, core::ptr::null_mut());
+        // Invariant: used + len(free) = reserved.
+        let n = u32::from((*s).reserved) - (*s).used;
+        (*s).used += n;
+        (head, n)
     }
 }
 
-/// The owner frees `p`: pushes it on the slab's own list. Returns true if
-/// the slab needs the slow path's attention (it became empty, or was
-/// full).
+/// The owner takes back object `p` from a bin onto the slab's own list.
+/// Returns true if the slab needs the heap's attention (it became empty,
+/// or was full).
 ///
 /// # Safety
-/// The calling heap owns `s`, and `p` is a live object of it.
-#[inline(always)]
-pub unsafe fn push_local(s: *mut Slab, p: *mut u8, free_key: usize) -> bool {
+/// The calling heap owns `s`; `p` is an object of `s` that the slab counts
+/// as in use and nobody uses (it carries the free key already).
+#[inline]
+pub unsafe fn give_back(s: *mut Slab, p: *mut u8) -> bool {
     // SAFETY: owner-only fields; p is ours to relink (contract).
     unsafe {
-        let obj = p as *mut usize;
-        obj.write((*s).free as usize);
-        obj.add(1).write(free_key);
+        (p as *mut usize).write((*s).free as usize);
         (*s).free = p;
         (*s).used -= 1;
         (*s).used == 0 || (*s).flags & IN_FULL != 0
@@ -349,24 +349,24 @@ pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
     }
 }
 
-/// Pushes object `p` on the slab's remote list. Returns true if the slab
-/// was marked full, in which case the caller must notify the owner.
+/// Pushes the chain `first ..= last` of objects of `s` (linked through
+/// word 0, each carrying the free key) on the slab's remote list with one
+/// CAS. Returns true if the slab was marked full, in which case the caller
+/// must notify the owner.
 ///
 /// # Safety
-/// `p` is a live object of `s` being freed by a thread that does not own
-/// the slab.
+/// The objects are objects of `s` the slab counts as in use, freed by a
+/// thread that does not own the slab, and nobody uses them.
 #[inline]
-pub unsafe fn push_remote(s: *mut Slab, p: *mut u8, free_key: usize) -> bool {
-    // SAFETY: p is a live object of this slab (contract); after the CAS it
-    // belongs to the list, which only the owner takes.
+pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8) -> bool {
+    // SAFETY: the chain is ours (contract); after the CAS it belongs to
+    // the list, which only the owner takes.
     unsafe {
-        let obj = p as *mut usize;
-        obj.add(1).write(free_key);
         let tf = &(*s).thread_free;
         let mut old = tf.load(Relaxed);
         loop {
-            obj.write(old & !FULL_NOTIFY);
-            match tf.compare_exchange_weak(old, p as usize, Release, Relaxed) {
+            (last as *mut usize).write(old & !FULL_NOTIFY);
+            match tf.compare_exchange_weak(old, first as usize, Release, Relaxed) {
                 Ok(_) => return old & FULL_NOTIFY != 0,
                 Err(o) => old = o,
             }
@@ -415,49 +415,6 @@ pub unsafe fn unmark_full(s: *mut Slab) -> bool {
         (*s).flags &= !IN_FULL;
         true
     }
-}
-
-/// Whether `p` is on the slab's owner-side free list (double-free check).
-///
-/// # Safety
-/// `s` is owned by the calling heap.
-pub unsafe fn on_free_list(s: *mut Slab, p: *mut u8) -> bool {
-    // SAFETY: the owner's list is owner-only and well formed.
-    unsafe { list_contains((*s).free, p, (*s).capacity) }
-}
-
-/// Whether `p` is on the slab's remote list (double-free check).
-///
-/// # Safety
-/// `s` is owned by the calling heap: its remote list only grows at the
-/// head meanwhile, so walking from a snapshot is safe.
-pub unsafe fn on_thread_free(s: *mut Slab, p: *mut u8) -> bool {
-    // SAFETY: forwarded contract.
-    unsafe {
-        let head = ((*s).thread_free.load(Acquire) & !FULL_NOTIFY) as *mut u8;
-        list_contains(head, p, (*s).capacity)
-    }
-}
-
-/// Whether list `q` holds `p`, looking at no more than `cap` + 1 links (a
-/// corrupted list does not loop forever).
-///
-/// # Safety
-/// `q` is a list of free objects of a live slab of `cap` objects.
-unsafe fn list_contains(mut q: *mut u8, p: *mut u8, cap: u16) -> bool {
-    let mut steps = 0u32;
-    while !q.is_null() {
-        if q == p {
-            return true;
-        }
-        // SAFETY: q is a free object (contract).
-        q = unsafe { (q as *mut usize).read() } as *mut u8;
-        steps += 1;
-        if steps > u32::from(cap) {
-            return false;
-        }
-    }
-    false
 }
 
 /// Length of a free list, bounded by `cap` (panics past it: a cycle).

@@ -1,0 +1,162 @@
+//! A bin: a thread heap's list of free objects of one size class, in front
+//! of its slabs (as tcmalloc's per-thread free lists and jemalloc's tcache
+//! bins, but over slabs the heap owns).
+//!
+//! Allocation pops the bin; the owner's free pushes on it. An empty bin is
+//! refilled with every free object of a slab at once (a splice, O(1)); a
+//! free that finds the bin full (`limit` objects) puts the object straight
+//! back on its slab's own list. So alloc and free in a steady working set
+//! touch only the bin, and a slab is touched once per refill — not once
+//! per object, and not each time the current slab runs dry. Objects freed
+//! by other threads go back to their slab's remote list instead: reusing
+//! them here would hand this thread memory next to the owner's live
+//! objects (false sharing).
+//!
+//! Objects on a bin are linked through word 0 and carry the process's free
+//! key in word 1 (so a second free is recognised); allocation clears it.
+//! A bin holds only objects of its heap's own slabs; a slab counts an
+//! object on a bin as in use: only its own list and remote list are the
+//! slab's.
+//!
+//! Invariant: `count` is the length of the list. It may exceed `limit`
+//! after a refill; frees push only while it is below. The empty heap's
+//! bins have `limit == 0`, so its frees never write to it.
+
+use super::classes::{CAPACITY, CLASS_SIZE, NR_CLASSES};
+
+/// A bin. See the module docs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Bin {
+    /// The first free object, or null.
+    pub head: *mut u8,
+    /// Objects on the list.
+    pub count: u32,
+    /// Most objects the bin holds before a free flushes half of them.
+    pub limit: u32,
+}
+
+/// Bytes a bin may hold (its `limit` is this over the object size, within
+/// [`BIN_MIN`, `BIN_MAX`] objects).
+pub const BIN_BYTES: usize = 64 << 10;
+/// Fewest objects a bin may hold.
+pub const BIN_MIN: u32 = 16;
+/// Most objects a bin may hold.
+pub const BIN_MAX: u32 = 256;
+
+const fn build_limits() -> [u32; NR_CLASSES] {
+    let mut l = [0u32; NR_CLASSES];
+    let mut c = 0;
+    while c < NR_CLASSES {
+        let by_bytes = (BIN_BYTES / CLASS_SIZE[c] as usize) as u32;
+        let by_slab = 2 * CAPACITY[c] as u32;
+        let mut n = if by_bytes < by_slab {
+            by_bytes
+        } else {
+            by_slab
+        };
+        if n < BIN_MIN {
+            n = BIN_MIN;
+        }
+        if n > BIN_MAX {
+            n = BIN_MAX;
+        }
+        l[c] = n;
+        c += 1;
+    }
+    l
+}
+
+/// The limit of each class's bin.
+pub static BIN_LIMIT: [u32; NR_CLASSES] = build_limits();
+
+impl Bin {
+    /// An empty bin that holds up to `limit` objects.
+    pub const fn new(limit: u32) -> Bin {
+        Bin {
+            head: core::ptr::null_mut(),
+            count: 0,
+            limit,
+        }
+    }
+
+    /// Pops an object (its free key cleared), or null.
+    ///
+    /// # Safety
+    /// The list holds free objects owned by the caller's heap.
+    #[inline(always)]
+    pub unsafe fn pop(&mut self) -> *mut u8 {
+        let p = self.head;
+        if !p.is_null() {
+            // SAFETY: p is a free object of the list (contract).
+            unsafe {
+                let obj = p as *mut usize;
+                self.head = obj.read() as *mut u8;
+                obj.add(1).write(0);
+            }
+            self.count -= 1;
+        }
+        p
+    }
+
+    /// Pushes free object `p`, marking it with `key`.
+    ///
+    /// # Safety
+    /// `p` is an object being freed, of a class at least this bin's, and
+    /// nobody else uses it.
+    #[inline(always)]
+    pub unsafe fn push(&mut self, p: *mut u8, key: usize) {
+        // SAFETY: p is ours to relink (contract).
+        unsafe {
+            let obj = p as *mut usize;
+            obj.write(self.head as usize);
+            obj.add(1).write(key);
+        }
+        self.head = p;
+        self.count += 1;
+    }
+
+    /// Keeps the first `keep` objects and returns the rest of the list
+    /// (null if there is none), which the caller now owns.
+    ///
+    /// # Safety
+    /// The list is well formed.
+    pub unsafe fn split_after(&mut self, keep: u32) -> *mut u8 {
+        if keep == 0 {
+            self.count = 0;
+            return core::mem::replace(&mut self.head, core::ptr::null_mut());
+        }
+        if keep >= self.count {
+            return core::ptr::null_mut();
+        }
+        let mut last = self.head;
+        // SAFETY: the first `keep` links exist (keep < count).
+        unsafe {
+            for _ in 1..keep {
+                last = (last as *mut usize).read() as *mut u8;
+            }
+            let rest = (last as *mut usize).read() as *mut u8;
+            (last as *mut usize).write(0);
+            self.count = keep;
+            rest
+        }
+    }
+
+    /// Whether `p` is on the list (double-free checks).
+    ///
+    /// # Safety
+    /// The list is well formed.
+    pub unsafe fn contains(&self, p: *mut u8) -> bool {
+        let mut q = self.head;
+        let mut steps = 0;
+        while !q.is_null() && steps <= self.count {
+            if q == p {
+                return true;
+            }
+            // SAFETY: q is an object of the list.
+            q = unsafe { (q as *mut usize).read() } as *mut u8;
+            steps += 1;
+        }
+        false
+    }
+}
