@@ -8,8 +8,10 @@
 //! (`decay_pcp_high`), drains pagesets that stayed idle for a few ticks,
 //! clears ZONE_BELOW_HIGH once the zone is above its high watermark again,
 //! takes back the slabs thread heaps parked, sweeps abandoned thread heaps,
-//! and gives free memory that stayed idle for a tick back to the OS.
+//! unmaps cached huge blocks that stayed idle, and gives free memory that
+//! stayed idle for a tick back to the OS.
 
+use crate::large::huge::HugeBlocks;
 use crate::pages::PageAllocator;
 use crate::slab::HeapRegistry;
 use crate::zone::watermark::WMARK_HIGH;
@@ -21,9 +23,14 @@ pub struct TickWork {
     pub release_memory: bool,
 }
 
-/// Runs one tick over `pages` and `heaps`. Returns the bytes given back to
-/// the OS.
-pub fn tick(pages: &PageAllocator, heaps: &HeapRegistry, work: TickWork) -> usize {
+/// Runs one tick over `pages`, `heaps` and `huge`. Returns the bytes given
+/// back to the OS.
+pub fn tick(
+    pages: &PageAllocator,
+    heaps: &HeapRegistry,
+    huge: &HugeBlocks,
+    work: TickWork,
+) -> usize {
     let zone = &pages.zone;
     zone.advance_epoch();
     let k = pages.knobs();
@@ -34,9 +41,10 @@ pub fn tick(pages: &PageAllocator, heaps: &HeapRegistry, work: TickWork) -> usiz
     let through_cpu = pages.through(core::ptr::null(), false);
     heaps.release_parked_everywhere(&through_cpu);
     heaps.collect_abandoned(&through_cpu);
+    let unmapped = huge.tick(&zone.budget, zone.epoch());
     if work.release_memory {
-        zone.release_idle(1, zone.wmark(WMARK_HIGH))
+        unmapped + zone.release_idle(1, zone.wmark(WMARK_HIGH))
     } else {
-        0
+        unmapped
     }
 }

@@ -55,6 +55,39 @@ fn memory_limit_fails_cleanly_and_below_high_comes_and_goes() {
     assert!(stat(&err, "memory_mapped_bytes") <= 64 << 20);
 }
 
+/// Huge blocks up to the limit, freed (the cache keeps some, charged to
+/// the limit), then 1 MiB blocks up to the limit: the cache must give its
+/// memory up rather than make the large blocks fail early.
+#[test]
+fn cached_huge_blocks_give_way_at_the_memory_limit() {
+    let bin = c_program("limit");
+    let o = run_ok(
+        preloaded(&bin)
+            .args(["6144", "0", "1024"])
+            .env("PCPALLOC_MEMORY_LIMIT", "96M")
+            .env("PCPALLOC_STATS", "1"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(stat(&err, "huge_allocs") >= 10, "{}", text(&o));
+    assert!(stat(&err, "memory_mapped_bytes") <= 96 << 20);
+}
+
+/// A loop of huge blocks reuses cached ones instead of mapping each, and
+/// the tick unmaps what stays idle.
+#[test]
+fn huge_blocks_are_reused_then_given_back_when_idle() {
+    let bin = c_program("huge_cycle");
+    let o = run_ok(
+        preloaded(&bin)
+            .env("PCPALLOC_DECAY_MS", "50")
+            .env("PCPALLOC_STATS", "1"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(stat(&err, "huge_cache_hits") >= 190, "{}", text(&o));
+    assert!(stat(&err, "huge_allocs") <= 10, "{}", text(&o));
+    assert_eq!(stat(&err, "huge_cached_bytes"), 0, "{}", text(&o));
+}
+
 #[test]
 fn os_refusing_memory_ulimit_v() {
     let bin = c_program("limit");

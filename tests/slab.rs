@@ -11,9 +11,9 @@
 //! - the one-block-per-order cache of large blocks.
 
 use pcpalloc::internals::{
-    check_quiescent, class_of, free_owned, run_tick, Heap, HeapRegistry, LargeBlock, MigrateType,
-    PageAllocator, PageKind, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN,
-    SLAB_ORDER,
+    check_quiescent, class_of, free_owned, run_tick, Heap, HeapRegistry, HugeBlocks, LargeBlock,
+    MigrateType, PageAllocator, PageKind, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE,
+    PARK_HIGH_MIN, SLAB_ORDER,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -23,6 +23,7 @@ const KEY: usize = 0x5eed_1234_abcd_0001;
 struct Env {
     pa: Box<PageAllocator>,
     heaps: Box<HeapRegistry>,
+    huge: Box<HugeBlocks>,
 }
 
 impl Env {
@@ -33,6 +34,7 @@ impl Env {
         Env {
             pa,
             heaps: Box::new(HeapRegistry::new()),
+            huge: Box::new(HugeBlocks::new()),
         }
     }
 
@@ -51,6 +53,7 @@ impl Env {
         run_tick(
             &self.pa,
             &self.heaps,
+            &self.huge,
             TickWork {
                 release_memory: false,
             },

@@ -13,7 +13,7 @@ use crate::meta;
 use crate::sync;
 use crate::tunables::{PcpMode, SETTINGS};
 
-use super::process::{self, HEAPS, PAGES};
+use super::process::{self, HEAPS, HUGE, PAGES};
 use super::{tick, tls};
 
 /// One lock (or family of locks) of the allocator.
@@ -34,11 +34,12 @@ pub struct LockClass {
 /// 3. the pagesets: the pool's free list, then each pageset (only ever
 ///    tried on allocation and free paths; busy → straight to the zone);
 /// 4. the zone lock;
-/// 5. the metadata arena (heaps and pagesets are made under 2 and 3).
+/// 5. the huge-block cache (a leaf: nothing is taken under it);
+/// 6. the metadata arena (heaps and pagesets are made under 2 and 3).
 ///
-/// Remote frees of small objects take no lock; huge blocks take none
-/// either (their sections are found through the chunk map).
-pub static LOCKS: [LockClass; 5] = [
+/// Remote frees of small objects take no lock; a huge block is found
+/// through the chunk map, without one.
+pub static LOCKS: [LockClass; 6] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
@@ -65,6 +66,13 @@ pub static LOCKS: [LockClass; 5] = [
         release: |child| {
             // SAFETY: the caller (fork's handlers) took it with `take`.
             unsafe { release_raw(PAGES.zone.lock_stats(), child) }
+        },
+    },
+    LockClass {
+        take: || HUGE.lock_for_fork(),
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { HUGE.unlock_after_fork(child) }
         },
     },
     LockClass {

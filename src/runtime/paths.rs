@@ -32,7 +32,7 @@ fn alloc_small(class: usize) -> *mut u8 {
     unsafe {
         let pages = pages_of(&*h);
         let p = (*h).owned().alloc_slow(class, &pages);
-        if p.is_null() && HEAPS.release_parked_everywhere(&pages) > 0 {
+        if p.is_null() && release_cached(&pages) {
             return (*h).owned().alloc_slow(class, &pages);
         }
         p
@@ -76,6 +76,14 @@ pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     out_of_memory_if_null(alloc_page_block(size, align, zero))
 }
 
+/// At the memory limit: every heap's parked slabs and the cached huge
+/// blocks go back. Whether anything did (then an allocation is retried).
+fn release_cached(pages: &crate::pages::Pages<'_>) -> bool {
+    let slabs = HEAPS.release_parked_everywhere(pages);
+    let huge = HUGE.trim(&PAGES.zone.budget);
+    slabs > 0 || huge > 0
+}
+
 /// Sets errno to ENOMEM if `p` is null; returns `p`.
 #[inline]
 fn out_of_memory_if_null(p: *mut u8) -> *mut u8 {
@@ -91,8 +99,8 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         if !process::ensure_init() {
             return core::ptr::null_mut();
         }
-        // Fresh huge mappings read as zero.
-        return HUGE.alloc(&PAGES.zone.budget, size, align);
+        tick::on_slow_path();
+        return HUGE.alloc(&PAGES.zone.budget, size, align, zero);
     }
     let h = thread_heap();
     if h.is_null() {
@@ -114,7 +122,7 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         tick::on_slow_path();
         let pages = pages_of(&*h);
         let p = large::alloc(&pages, size, align, zero);
-        if p.is_null() && HEAPS.release_parked_everywhere(&pages) > 0 {
+        if p.is_null() && release_cached(&pages) {
             return large::alloc(&pages, size, align, zero);
         }
         p
@@ -135,7 +143,8 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
         let b = large::checked_block(p, d, Caller::Free);
         if (*b).kind() == PageKind::Huge {
             let saved = *libc::__errno_location();
-            HUGE.free(&PAGES.zone.budget, b);
+            HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch());
+            tick::on_slow_path();
             *libc::__errno_location() = saved;
             return;
         }
@@ -177,6 +186,7 @@ pub fn trim() -> usize {
         }
     }
     HEAPS.collect_abandoned(&PAGES.through(core::ptr::null(), false));
+    HUGE.trim(&PAGES.zone.budget);
     PAGES.drain_all();
     PAGES.zone.release_idle(0, 0)
 }

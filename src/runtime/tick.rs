@@ -1,9 +1,9 @@
 //! When the maintenance tick runs (`maint.rs` says what it does).
 //!
 //! By default a background thread runs it every `PCPALLOC_DECAY_MS` (1 s).
-//! The thread is created lazily — once the heap has grown past
-//! [`BACKGROUND_MIN_BYTES`] or a second thread allocates — so a small
-//! single-threaded program never gets one; until then, and always with
+//! The thread is created lazily — once the heap and the huge blocks have
+//! grown past [`BACKGROUND_MIN_BYTES`] or a second thread allocates — so a
+//! small single-threaded program never gets one; until then, and always with
 //! `PCPALLOC_BACKGROUND=0`, the tick runs from allocation slow paths when
 //! it is due. The thread blocks every signal, never allocates, and is
 //! recreated in a forked child when needed.
@@ -18,7 +18,7 @@ use crate::sync::{Guard, Locked};
 use crate::sys;
 use crate::tunables::SETTINGS;
 
-use super::process::{self, HEAPS, PAGES};
+use super::process::{self, HEAPS, HUGE, PAGES};
 
 /// The heap size from which a background thread is worth having.
 pub const BACKGROUND_MIN_BYTES: usize = 16 << 20;
@@ -49,6 +49,7 @@ pub fn tick() -> usize {
     maint::tick(
         &PAGES,
         &HEAPS,
+        &HUGE,
         TickWork {
             release_memory: true,
         },
@@ -83,7 +84,8 @@ fn on_slow_path_cold() {
     }
     if SETTINGS.background.load(Relaxed)
         && THREAD.load(Relaxed) == NOT_STARTED
-        && (PAGES.managed_bytes() >= BACKGROUND_MIN_BYTES || process::threads_seen() >= 2)
+        && (PAGES.managed_bytes() + HUGE.bytes() >= BACKGROUND_MIN_BYTES
+            || process::threads_seen() >= 2)
     {
         start();
         return;

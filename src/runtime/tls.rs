@@ -16,7 +16,9 @@
 #[cfg(not(target_arch = "x86_64"))]
 use core::ptr::addr_of;
 
-use crate::slab::heap::{Heap, EMPTY_HEAP};
+use crate::slab::heap::Heap;
+#[cfg(not(target_arch = "x86_64"))]
+use crate::slab::heap::EMPTY_HEAP;
 
 #[cfg(target_arch = "x86_64")]
 mod imp {
