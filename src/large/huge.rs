@@ -150,7 +150,7 @@ impl HugeBlocks {
         if len / PAGE_SIZE > u32::MAX as usize {
             return core::ptr::null_mut();
         }
-        if let Some(p) = self.from_cache(budget, len, offset) {
+        if let Some(p) = self.take_cached(budget, len, offset) {
             if zero {
                 // SAFETY: p is a block of ours of at least len bytes.
                 unsafe { core::ptr::write_bytes(p, 0, size) };
@@ -179,15 +179,16 @@ impl HugeBlocks {
 
     /// A cached block for `len` bytes at section offset `offset`: the
     /// smallest that holds it, else the largest smaller one grown in place.
-    fn from_cache(&self, budget: &Budget, len: usize, offset: usize) -> Option<*mut u8> {
+    fn take_cached(&self, budget: &Budget, len: usize, offset: usize) -> Option<*mut u8> {
         let mut c = self.cache.lock();
         let fits = |e: &Entry| {
             let p = page_addr(e.block.cast());
             (p - section::section_base(p)) % offset == 0
         };
-        // SAFETY (for the reads below): cached blocks are ours, under the
-        // lock.
-        let len_of = |e: &Entry| unsafe { (*e.block).len };
+        let len_of = |e: &Entry| {
+            // SAFETY: cached blocks are ours, read under the lock.
+            unsafe { (*e.block).len }
+        };
         let (mut best, mut grow) = (None::<usize>, None::<usize>);
         for (i, e) in c.entries[..c.n].iter().enumerate() {
             if !fits(e) {
