@@ -46,8 +46,8 @@ pub const SECTION_BLOCKS: usize = SECTION_SIZE / MAX_ORDER_BYTES - 1;
 /// Upper bound on user-space addresses we map (x86-64 and aarch64 with 4-level
 /// page tables; mmap never returns higher addresses without a hint).
 pub const ADDRESS_BITS: u32 = 47;
-/// MAX_ORDER blocks the address space can hold; the chunk map has one bit
-/// each (4 MiB of atomics, untouched except where we map).
+/// MAX_ORDER blocks the address space can hold; the chunk map has one byte
+/// each (32 MiB of address space, untouched except where we map).
 pub const NR_CHUNK_SLOTS: usize = 1 << (ADDRESS_BITS - MAX_PAGE_ORDER - PAGE_SHIFT);
 /// Sections one process may own (1 TiB of heap).
 pub const MAX_SECTIONS: usize = 4096;

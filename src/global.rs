@@ -27,9 +27,11 @@ unsafe impl GlobalAlloc for PcpAlloc {
     }
 
     #[inline]
-    unsafe fn dealloc(&self, p: *mut u8, _l: Layout) {
-        // SAFETY: p came from this allocator (GlobalAlloc contract).
-        unsafe { malloc::free(p) }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: p came from this allocator with this layout (GlobalAlloc
+        // contract). An over-aligned small block may sit in a larger class
+        // than its size's: the slab's class is checked against it.
+        unsafe { malloc::free_sized(p, l.size()) }
     }
 
     #[inline]

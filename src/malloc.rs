@@ -132,6 +132,36 @@ pub unsafe fn free(p: *mut u8) {
     }
 }
 
+/// `free` of a block the caller says holds `size` bytes (Rust's `dealloc`,
+/// C++'s sized delete): small blocks skip the object-start check when the
+/// size agrees with their slab (see `slab::free_sized`).
+///
+/// # Safety
+/// As [`free`], and `p` was allocated with `size` bytes (or reallocated
+/// to it).
+#[inline(always)]
+pub unsafe fn free_sized(p: *mut u8, size: usize) {
+    let a = p as usize;
+    if size <= SMALL_MAX && is_ours(a) {
+        // SAFETY: descriptors of our sections are always readable.
+        let s = unsafe { (*desc_of(a)).head.load(Relaxed) }.cast::<Slab>();
+        if !s.is_null() {
+            let class = classes::class_of(size);
+            // SAFETY: s is the slab of p's page.
+            unsafe {
+                match slab::free_sized(p, s, tls::heap(), runtime::free_key(), class) {
+                    Freed::Done => {}
+                    Freed::SlabChanged => runtime::slab_changed(s),
+                    Freed::Slow => runtime::free_small_slow(p, s),
+                }
+            }
+            return;
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free(p) }
+}
+
 /// What a live pointer turned out to be.
 enum Block {
     /// An object of a slab, with its usable size.

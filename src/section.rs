@@ -18,8 +18,9 @@
 //! hand, and each later block is mapped in place if that address is still
 //! free — the section simply ends where something else lives.
 //!
-//! The chunk map is one bit per 4 MiB block of the 47-bit address space
-//! (4 MiB of atomics, untouched except around our sections): a bit is set,
+//! The chunk map is one byte per 4 MiB block of the 47-bit address space
+//! (32 MiB of zero-initialised memory, untouched except around our
+//! sections, so it costs address space, not memory): a byte is set,
 //! with Release ordering, only once the block is mapped and described, so
 //! "is this address ours?" never says yes for memory that merely falls in
 //! one of our 256 MiB slots. Bits are cleared only by [`destroy`] (tests).
@@ -28,10 +29,10 @@
 //! so ours simply never go away.
 
 use core::ptr;
-use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use crate::geometry::{
-    ADDRESS_BITS, MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_PAGE_ORDER, MAX_SECTIONS, NR_CHUNK_SLOTS,
+    MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_PAGE_ORDER, MAX_SECTIONS, NR_CHUNK_SLOTS,
     PAGEBLOCK_ORDER, PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_META_BYTES,
     SECTION_SIZE,
 };
@@ -70,19 +71,13 @@ pub struct SectionHeader {
 
 const _: () = assert!(core::mem::size_of::<SectionHeader>() <= 1024 * PAGE_DESC_SIZE);
 
-/// One bit per MAX_ORDER block of the address space.
-static CHUNK_MAP: [AtomicU64; NR_CHUNK_SLOTS / 64] =
-    [const { AtomicU64::new(0) }; NR_CHUNK_SLOTS / 64];
+/// One byte per MAX_ORDER block of the address space.
+static CHUNK_MAP: [AtomicU8; NR_CHUNK_SLOTS] = [const { AtomicU8::new(0) }; NR_CHUNK_SLOTS];
 /// log2 of a chunk (MAX_ORDER block).
 const CHUNK_SHIFT: u32 = MAX_PAGE_ORDER + PAGE_SHIFT;
 
 fn mark_chunk(addr: usize, on: bool) {
-    let c = addr >> CHUNK_SHIFT;
-    if on {
-        CHUNK_MAP[c / 64].fetch_or(1 << (c % 64), Ordering::Release);
-    } else {
-        CHUNK_MAP[c / 64].fetch_and(!(1 << (c % 64)), Ordering::Release);
-    }
+    CHUNK_MAP[addr >> CHUNK_SHIFT].store(u8::from(on), Ordering::Release);
 }
 /// Every live section's base address (0 = free slot).
 static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
@@ -102,11 +97,11 @@ pub fn section_base(addr: usize) -> usize {
 /// Lock-free: one load from the section map.
 #[inline(always)]
 pub fn is_ours(addr: usize) -> bool {
-    if addr >> ADDRESS_BITS != 0 {
-        return false;
+    // One shift and one bounds check cover addresses past ADDRESS_BITS.
+    match CHUNK_MAP.get(addr >> CHUNK_SHIFT) {
+        Some(c) => c.load(Ordering::Acquire) != 0,
+        None => false,
     }
-    let c = addr >> CHUNK_SHIFT;
-    CHUNK_MAP[c / 64].load(Ordering::Acquire) & (1 << (c % 64)) != 0
 }
 
 /// The descriptor of the page containing `addr` (virt_to_page). Pure
@@ -124,15 +119,6 @@ pub fn page_addr(desc: *const Page) -> usize {
     let d = desc as usize;
     let base = section_base(d);
     base + (d - base) * (1 << PAGE_SHIFT) / PAGE_DESC_SIZE
-}
-
-/// The byte offset of `addr` from the start of the page that descriptor
-/// `desc` describes, when both lie in the same section (cheaper than
-/// `addr - page_addr(desc)`).
-#[inline(always)]
-pub fn offset_in_block(addr: usize, desc: *const Page) -> usize {
-    let mask = SECTION_SIZE - 1;
-    (addr & mask).wrapping_sub((desc as usize & mask) * ((1 << PAGE_SHIFT) / PAGE_DESC_SIZE))
 }
 
 /// The header of the section containing `addr`.

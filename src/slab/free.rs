@@ -12,7 +12,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::pages::Pages;
 use crate::report;
-use crate::section::{desc_of, offset_in_block};
+use crate::section::desc_of;
 
 use super::heap::{Heap, Owned};
 use super::slab::{self, Slab};
@@ -47,7 +47,7 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
     // empty heap) is not written; the slab's own list is written only by
     // its owner.
     unsafe {
-        if slab::object_index(s, offset_in_block(p as usize, s.cast())).is_some()
+        if slab::object_at(s, p).is_some()
             && (p as *const usize).add(1).read() != key
             && (*s).owner.load(Relaxed) == h as *mut u8
         {
@@ -67,6 +67,40 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
     }
 }
 
+/// Frees object `p` of slab `s` whose size the caller knows (Rust's
+/// `dealloc`, C++'s sized delete): `class` is that size's class. A slab of
+/// that class or larger holds a block at least that big, so the
+/// object-start check is skipped; anything else takes [`free`]'s full
+/// checks.
+///
+/// # Safety
+/// As [`free`].
+#[inline(always)]
+pub unsafe fn free_sized(
+    p: *mut u8,
+    s: *mut Slab,
+    h: *const Heap,
+    key: usize,
+    class: usize,
+) -> Freed {
+    // SAFETY: as in `free`; the caller vouches that p starts a block of at
+    // least the size of `class`, which the slab's class confirms holds.
+    unsafe {
+        let sc = (*s).class as usize;
+        if class <= sc
+            && (p as *const usize).add(1).read() != key
+            && (*s).owner.load(Relaxed) == h as *mut u8
+        {
+            let bin = Heap::bin(h, sc);
+            if (*bin).count < (*bin).limit {
+                (*bin).push(p, key);
+                return Freed::Done;
+            }
+        }
+        free(p, s, h, key)
+    }
+}
+
 /// The free slow path (see [`free`]): reports and aborts on an invalid
 /// pointer or a double free; else `p` belongs to a slab of another heap and
 /// goes back on that slab's remote list with one CAS. Keeping it here to
@@ -80,7 +114,7 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
 pub unsafe fn free_slow(p: *mut u8, s: *mut Slab, key: usize) {
     // SAFETY: as in `free`; the checks are repeated here in full.
     unsafe {
-        if slab::object_index(s, p as usize - Slab::base(s)).is_none() {
+        if slab::object_at(s, p).is_none() {
             report::fatal("free(): invalid pointer (not the start of a block)", p);
         }
         // The key is 64 random bits written into every freed block and
@@ -112,7 +146,7 @@ pub unsafe fn checked_size(
 ) -> usize {
     // SAFETY: as in `free`.
     unsafe {
-        if slab::object_index(s, p as usize - Slab::base(s)).is_none() {
+        if slab::object_at(s, p).is_none() {
             report::fatal(invalid, p);
         }
         if let Some(msg) = freed {

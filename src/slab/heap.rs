@@ -690,9 +690,8 @@ impl Owned<'_> {
                         "a bin object of a smaller class"
                     );
                     assert_eq!((*s).owner.load(Relaxed), me, "a bin object of another heap");
-                    let off = p as usize - Slab::base(s);
                     assert!(
-                        slab::object_index(s, off).is_some(),
+                        slab::object_at(s, p).is_some(),
                         "a bin object off an object start"
                     );
                     p = (p as *mut usize).read() as *mut u8;

@@ -62,7 +62,11 @@ pub struct Slab {
     /// `IN_FULL`.
     pub flags: u8,
     /// Objects handed out and not back on `free` (owner-only).
-    pub used: u32,
+    pub used: u16,
+    /// The low 16 bits of the slab's address: the free path's object check
+    /// takes an object's offset as `(p as u16) - base_lo` (slabs are at
+    /// most 32 KiB).
+    pub base_lo: u16,
     /// The owner heap's list links (partial or parked lists, or the
     /// delayed stack through `next`).
     pub next: *mut Slab,
@@ -154,6 +158,7 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) ->
         set_class(s, class);
         (*s).flags = 0;
         (*s).used = 0;
+        (*s).base_lo = Slab::base(s) as u16;
         (*s).reserved = 0;
         (*s).next = core::ptr::null_mut();
         (*s).prev = core::ptr::null_mut();
@@ -189,15 +194,23 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
     }
 }
 
-/// The index of the object starting at byte offset `off` of the slab, if
-/// one does (one multiply, no table: see `classes::ClassInfo`).
+/// The index of the object of slab `s` that starts at `p`, if one does
+/// (one subtraction and one multiply, no table: see `classes::ClassInfo`).
 ///
 /// # Safety
-/// `s` is a live slab and `off` is less than 2^16.
+/// `s` is a live slab and `p` lies in its pages.
 #[inline(always)]
-pub unsafe fn object_index(s: *const Slab, off: usize) -> Option<usize> {
+pub unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
     // SAFETY: forwarded contract; the fields were set by init together.
-    unsafe { classes::object_index((*s).obj_inverse, (*s).obj_shift, (*s).capacity, off) }
+    unsafe {
+        let off = (p as usize as u16).wrapping_sub((*s).base_lo);
+        classes::object_index(
+            (*s).obj_inverse,
+            (*s).obj_shift,
+            (*s).capacity,
+            usize::from(off),
+        )
+    }
 }
 
 /// The usable size of an object of slab `s`.
@@ -262,9 +275,9 @@ pub unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
     unsafe {
         let head = core::mem::replace(&mut (*s).free, core::ptr::null_mut());
         // Invariant: used + len(free) = reserved.
-        let n = u32::from((*s).reserved) - (*s).used;
+        let n = (*s).reserved - (*s).used;
         (*s).used += n;
-        (head, n)
+        (head, u32::from(n))
     }
 }
 
@@ -343,7 +356,7 @@ pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
         if n > 0 {
             last.write((*s).free as usize);
             (*s).free = list as *mut u8;
-            (*s).used -= n;
+            (*s).used -= n as u16;
         }
         n
     }
