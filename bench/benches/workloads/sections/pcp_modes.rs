@@ -9,8 +9,8 @@ use pcpalloc::internals::{self};
 
 use crate::allocs::Which;
 use crate::measure::{cpu_ns, median};
-use crate::report::{ratio, Table};
 use crate::{progress, Opts};
+use pcpalloc_bench::table::{ratio, Table};
 
 pub fn pcp_modes(opts: &Opts, _out: &Path) -> String {
     let opts = &opts.quick_runs(2);

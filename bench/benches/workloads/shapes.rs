@@ -100,14 +100,8 @@ fn backoff(spins: &mut u32) {
 
 /// Pins the calling thread to `cpu` (modulo the CPUs available).
 pub fn pin(cpu: usize) {
-    let n = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    // SAFETY: set is a valid cpu_set_t for sched_setaffinity.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu % n, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    if let Err(e) = pcpalloc_bench::pin::pin(cpu) {
+        eprintln!("warning: cannot pin a thread: {e}");
     }
 }
 
@@ -379,15 +373,18 @@ pub struct Latency {
     pub max: f64,
 }
 
-fn percentiles(mut v: Vec<u64>) -> Latency {
-    v.sort_unstable();
-    let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize] as f64;
+fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Latency {
     Latency {
-        p50: at(0.5),
-        p99: at(0.99),
-        p999: at(0.999),
-        max: *v.last().unwrap() as f64,
+        p50: h.value_at_quantile(0.5) as f64,
+        p99: h.value_at_quantile(0.99) as f64,
+        p999: h.value_at_quantile(0.999) as f64,
+        max: h.max() as f64,
     }
+}
+
+/// A histogram of nanoseconds, 3 significant figures, auto-resizing.
+fn histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new(3).expect("histogram")
 }
 
 /// Times `rounds` bursts of `burst` allocations followed by their frees,
@@ -400,22 +397,21 @@ pub fn latency(
     burst: usize,
     rounds: usize,
 ) -> (Latency, Latency) {
-    let mut la = Vec::with_capacity(burst * rounds);
-    let mut lf = Vec::with_capacity(burst * rounds);
+    let (mut la, mut lf) = (histogram(), histogram());
     let mut held = Vec::with_capacity(burst);
     for _ in 0..rounds {
         prep();
         for _ in 0..burst {
             let t = Instant::now();
             let p = alloc_one();
-            la.push(t.elapsed().as_nanos() as u64);
+            la.record(t.elapsed().as_nanos() as u64).expect("record");
             held.push(p);
         }
         for p in held.drain(..) {
             let t = Instant::now();
             free_one(p);
-            lf.push(t.elapsed().as_nanos() as u64);
+            lf.record(t.elapsed().as_nanos() as u64).expect("record");
         }
     }
-    (percentiles(la), percentiles(lf))
+    (percentiles(&la), percentiles(&lf))
 }

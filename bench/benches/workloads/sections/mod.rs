@@ -34,10 +34,8 @@ pub static SECTIONS: &[(&str, Section)] = &[
     ("latency", latency::latency),
     ("plot", plot::autotune_plot),
     ("preload", crate::preload::section),
+    ("instructions", crate::preload::instructions),
 ];
-
-/// Series colours of the plots.
-pub const COLORS: [&str; 5] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"];
 
 pub fn header(opts: &Opts) -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();

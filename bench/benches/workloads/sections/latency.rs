@@ -5,9 +5,9 @@ use std::path::Path;
 use pcpalloc::internals::{self, Knobs};
 
 use crate::allocs::Which;
-use crate::report::Table;
 use crate::shapes;
 use crate::{progress, with_alloc, Opts};
+use pcpalloc_bench::table::Table;
 
 pub fn latency(opts: &Opts, _out: &Path) -> String {
     let saved = internals::knobs();

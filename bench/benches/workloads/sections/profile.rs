@@ -3,7 +3,7 @@
 use super::*;
 
 use crate::allocs::Which;
-use crate::report::mib;
+use pcpalloc_bench::table::mib;
 
 /// `--profile <load> <threads> <secs> <alloc>`: runs one workload alone
 /// (for perf and friends).

@@ -6,8 +6,8 @@ use std::path::Path;
 use pcpalloc::internals::{self, FreeCountMode, FreeHighThreshold, Heuristics, Knobs};
 
 use crate::allocs::Which;
-use crate::report::Table;
 use crate::Opts;
+use pcpalloc_bench::table::Table;
 
 /// The cover letter's rows, then seed 002's free_count variants.
 pub fn ablation_rows() -> Vec<(&'static str, Knobs)> {

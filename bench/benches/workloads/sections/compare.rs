@@ -4,8 +4,8 @@ use super::*;
 use std::path::Path;
 
 use crate::allocs::Which;
-use crate::report::{mib, ratio, Table};
 use crate::{progress, Opts};
+use pcpalloc_bench::table::{mib, ratio, Table};
 
 pub fn compare(opts: &Opts, _out: &Path) -> String {
     let all = Which::all();

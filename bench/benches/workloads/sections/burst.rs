@@ -4,9 +4,10 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::allocs::Which;
-use crate::report::{line_chart, mib, Series, Table};
 use crate::shapes;
 use crate::{progress, with_alloc, Opts};
+use pcpalloc_bench::chart::{line_chart, Series, COLORS};
+use pcpalloc_bench::table::{mib, Table};
 
 /// Child mode for burst-idle: `--child-burst <alloc> <bytes> <idle secs>`,
 /// prints "baseline peak" then one "seconds rss" line per sample.
@@ -78,7 +79,7 @@ pub fn burst_idle(opts: &Opts, out: &Path) -> String {
         ]);
         series.push(Series {
             name: w.short().into(),
-            color: super::COLORS[i % super::COLORS.len()],
+            color: COLORS[i % COLORS.len()],
             points: samples
                 .iter()
                 .map(|&(s, r)| (s, above(r) / (1 << 20) as f64))

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use pcpalloc::internals::{self};
 
-use crate::report::{line_chart, Series};
 use crate::shapes;
 use crate::{progress, Opts};
+use pcpalloc_bench::chart::{line_chart, Series, COLORS};
 
 pub fn autotune_plot(opts: &Opts, out: &Path) -> String {
     let work = if opts.quick { 2.0 } else { 4.0 };
@@ -66,17 +66,17 @@ pub fn autotune_plot(opts: &Opts, out: &Path) -> String {
     let series = vec![
         Series {
             name: "high".into(),
-            color: super::COLORS[0],
+            color: COLORS[0],
             points: v.iter().map(|x| (x.0, x.1)).collect(),
         },
         Series {
             name: "count".into(),
-            color: super::COLORS[1],
+            color: COLORS[1],
             points: v.iter().map(|x| (x.0, x.2)).collect(),
         },
         Series {
             name: "high_min".into(),
-            color: super::COLORS[2],
+            color: COLORS[2],
             points: vec![(0.0, p.high_min as f64), (end, p.high_min as f64)],
         },
     ];

@@ -1,0 +1,171 @@
+//! The workload benchmark: pcpalloc against the system malloc (and peers
+//! with `--features peers`), the seeds' ablation table on our workloads,
+//! per-CPU against per-thread pagesets, memory given back after a burst,
+//! latency against BATCH_SCALE_MAX, plots of the auto-tuning, and the
+//! drop-in library under LD_PRELOAD on C programs.
+//!
+//! `cargo bench --bench workloads` (about 8 minutes on 2 cores) or
+//! `cargo bench --bench workloads -- --quick` (under 2 minutes). Results go
+//! to stdout and to target/bench/ (report.md, *.svg).
+
+mod allocs;
+mod measure;
+mod preload;
+mod sections;
+mod shapes;
+
+use std::time::Instant;
+
+/// Run parameters.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub quick: bool,
+    /// Seconds per throughput run.
+    pub secs: f64,
+    /// Runs per measurement (the median is reported).
+    pub runs: usize,
+    /// Sections to run (empty: all).
+    pub only: Vec<String>,
+    /// An earlier libpcpalloc.so to run the C programs with too.
+    pub baseline: Option<std::path::PathBuf>,
+}
+
+impl Opts {
+    pub fn wants(&self, section: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == section)
+    }
+
+    /// These options with at most `n` runs per point in quick mode (the
+    /// secondary sections; the main comparison keeps its runs).
+    pub fn quick_runs(&self, n: usize) -> Opts {
+        let mut o = self.clone();
+        if self.quick {
+            o.runs = o.runs.min(n);
+        }
+        o
+    }
+}
+
+/// Prints a progress line on stderr.
+pub fn progress(msg: &str) {
+    eprint!("\r\x1b[2K{msg}");
+}
+
+const HELP: &str = "\
+The workload benchmark: pcpalloc against the system malloc (and peers).
+
+Usage: cargo bench --bench workloads -- [OPTIONS]
+
+Options:
+  --quick             fewer and shorter runs (about two minutes)
+  --secs N            seconds per throughput run
+  --runs N            runs per point (the median is reported)
+  --only A,B          only these sections: compare ablation pcp burst latency plot preload instructions
+  --baseline SO       also run the C programs with this libpcpalloc.so (an earlier build) as \"before\"
+  -h, --help          this text
+";
+
+/// The section names `--only` accepts.
+const SECTION_NAMES: [&str; 8] = [
+    "compare",
+    "ablation",
+    "pcp",
+    "burst",
+    "latency",
+    "plot",
+    "preload",
+    "instructions",
+];
+
+fn parse_args() -> Result<Opts, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_env();
+    let mut quick = false;
+    let (mut secs, mut runs, mut only, mut baseline) = (None, None, vec![], None);
+    while let Some(arg) = p.next()? {
+        match arg {
+            Long("quick") => quick = true,
+            Long("secs") => secs = Some(p.value()?.parse()?),
+            Long("runs") => runs = Some(p.value()?.parse()?),
+            Long("only") => {
+                let v: String = p.value()?.parse()?;
+                for name in v.split(',') {
+                    if !SECTION_NAMES.contains(&name) {
+                        return Err(lexopt::Error::Custom(
+                            format!(
+                                "no section {name:?} (sections: {})",
+                                SECTION_NAMES.join(" ")
+                            )
+                            .into(),
+                        ));
+                    }
+                    only.push(name.to_string());
+                }
+            }
+            Long("baseline") => baseline = Some(std::path::PathBuf::from(p.value()?)),
+            // cargo bench passes --bench to the harness.
+            Long("bench") => {}
+            Short('h') | Long("help") => {
+                print!("{HELP}");
+                std::process::exit(0);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Opts {
+        quick,
+        secs: secs.unwrap_or(if quick { 0.4 } else { 1.5 }),
+        runs: runs.unwrap_or(if quick { 3 } else { 5 }),
+        only,
+        baseline,
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        sections::child(&args[1..]);
+        return;
+    }
+    if args.first().map(String::as_str) == Some("--child-burst") {
+        sections::child_burst(&args[1..]);
+        return;
+    }
+    if args.first().map(String::as_str) == Some("--profile") {
+        sections::profile(&args[1..]);
+        return;
+    }
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("workloads: {e}\n\n{HELP}");
+            std::process::exit(2);
+        }
+    };
+    let quick = opts.quick;
+    let t0 = Instant::now();
+    let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let mut md = String::new();
+    md.push_str(&sections::header(&opts));
+    println!("{md}");
+    for (name, f) in sections::SECTIONS {
+        if !opts.wants(name) {
+            continue;
+        }
+        let text = f(&opts, &out_dir);
+        eprint!("\r\x1b[2K");
+        println!("{text}");
+        md.push_str(&text);
+        md.push('\n');
+    }
+    let took = format!(
+        "Benchmark took {:.0} s ({} mode).\n",
+        t0.elapsed().as_secs_f64(),
+        if quick { "quick" } else { "full" }
+    );
+    println!("{took}");
+    md.push_str(&took);
+    std::fs::write(out_dir.join("report.md"), md).unwrap();
+    println!("Report and plots written to {}", out_dir.display());
+}

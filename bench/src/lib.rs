@@ -1,0 +1,7 @@
+//! Helpers shared by the benchmarks: tables, plots, pinning, percentiles —
+//! thin wrappers over well-kept crates, so the harness stays about the
+//! measurements.
+
+pub mod chart;
+pub mod pin;
+pub mod table;
