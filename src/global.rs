@@ -2,17 +2,59 @@
 
 use core::alloc::{GlobalAlloc, Layout};
 
+use crate::config::Config;
 use crate::geometry::SMALL_MAX;
 use crate::malloc;
+use crate::runtime;
 
-/// pcpalloc as a Rust global allocator.
+/// pcpalloc as a Rust global allocator, with the [`Config`] it starts with.
 ///
 /// ```no_run
 /// #[global_allocator]
 /// static GLOBAL: pcpalloc::PcpAlloc = pcpalloc::PcpAlloc;
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PcpAlloc;
+///
+/// (`pcpalloc::PcpAlloc` names both the type and its default value.) See
+/// [`Config`] for a configured one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PcpAlloc {
+    config: Config,
+}
+
+/// The allocator with the default configuration.
+#[allow(non_upper_case_globals)]
+pub const PcpAlloc: PcpAlloc = PcpAlloc::new();
+
+impl PcpAlloc {
+    /// The allocator with the default configuration.
+    pub const fn new() -> PcpAlloc {
+        PcpAlloc {
+            config: Config::new(),
+        }
+    }
+
+    /// The allocator with `config` (which the environment overrides).
+    pub const fn with_config(config: Config) -> PcpAlloc {
+        PcpAlloc { config }
+    }
+
+    /// Every allocation that is not served from a thread's bins: hands the
+    /// configuration to the runtime before its first initialisation.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(&self, l: Layout, zero: bool) -> *mut u8 {
+        runtime::configure_once(|| self.config.apply());
+        if l.align() <= 8 {
+            if zero {
+                malloc::calloc(1, l.size())
+            } else {
+                malloc::alloc(l.size())
+            }
+        } else {
+            malloc::alloc_aligned(l.align(), l.size(), zero)
+        }
+    }
+}
 
 // SAFETY: every method returns blocks of at least the layout's size and
 // alignment, or null; dealloc/realloc accept exactly what alloc returned.
@@ -20,10 +62,12 @@ unsafe impl GlobalAlloc for PcpAlloc {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         if l.align() <= 8 && l.size() <= SMALL_MAX {
-            malloc::alloc(l.size())
-        } else {
-            malloc::alloc_aligned(l.align(), l.size(), false)
+            let p = malloc::alloc_small_fast(l.size());
+            if !p.is_null() {
+                return p;
+            }
         }
+        self.alloc_slow(l, false)
     }
 
     #[inline]
@@ -36,11 +80,15 @@ unsafe impl GlobalAlloc for PcpAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if l.align() <= 8 {
-            malloc::calloc(1, l.size())
-        } else {
-            malloc::alloc_aligned(l.align(), l.size(), true)
+        if l.align() <= 8 && l.size() <= SMALL_MAX {
+            let p = malloc::alloc_small_fast(l.size());
+            if !p.is_null() {
+                // SAFETY: p holds at least l.size() bytes.
+                unsafe { core::ptr::write_bytes(p, 0, l.size()) };
+                return p;
+            }
         }
+        self.alloc_slow(l, true)
     }
 
     #[inline]

@@ -1,35 +1,70 @@
 //! pcpalloc: a malloc whose page layer is the Linux kernel page allocator
-//! brought to userspace — buddy zones behind per-CPU page caches that tune
-//! themselves as the kernel's do.
+//! brought to userspace — buddy zones behind per-CPU page caches
+//! (*pagesets*) that tune themselves as the kernel's do.
 //!
-//! Use it as the global allocator:
+//! # Use
+//!
+//! As a Rust program's global allocator:
 //!
 //! ```no_run
 //! #[global_allocator]
 //! static GLOBAL: pcpalloc::PcpAlloc = pcpalloc::PcpAlloc;
+//! # fn main() {}
 //! ```
 //!
-//! or from C with `LD_PRELOAD=libpcpalloc.so` (the `cdylib/` crate).
+//! or with settings of its own ([`Config`]; the `PCPALLOC_*` environment
+//! variables override them):
 //!
-//! Layers, each calling only the ones below:
+//! ```no_run
+//! use pcpalloc::{Config, PcpAlloc};
 //!
-//! ```text
-//!   malloc API / GlobalAlloc       malloc.rs, global.rs
-//!   runtime (the composition root) runtime/: init, threads, fork, tick
-//!   small objects (slabs, heaps)   slab/
-//!   large and huge blocks          large/
-//!   page allocator (values)        pages.rs, maint.rs
-//!   per-CPU pagesets (PCP)         pcp/
-//!   buddy zone                     zone/
-//!   sections + page descriptors    section.rs, page.rs
-//!   OS, locks, helpers             sys/, sync/, util/, meta.rs
+//! #[global_allocator]
+//! static GLOBAL: PcpAlloc = PcpAlloc::with_config(Config::new().memory_limit(1 << 30));
+//! # fn main() {}
 //! ```
 //!
-//! The stats snapshot (`stats.rs`) and the tunables (`tunables.rs`) sit
-//! beside them.
+//! From C and C++ programs, preload the library the `pcpalloc-preload`
+//! crate builds: `LD_PRELOAD=libpcpalloc.so program`.
+//!
+//! # What the API holds
+//!
+//! - [`PcpAlloc`](struct@PcpAlloc), [`Config`], [`Pagesets`], [`Heuristics`]: the allocator
+//!   and its settings.
+//! - [`stats()`](fn@stats) and the [`stats`](mod@stats) types: a snapshot of every counter, in
+//!   bytes ([`stats::Bytes`]: allocated, active, resident, mapped, peak) and
+//!   in the kernel's own terms (zone, pagesets, `free_high`, `alloc_zone`,
+//!   lock contention).
+//! - [`write_report`]: the same as `name value` lines, with the version and
+//!   every setting in force.
+//! - [`trim`]: gives every cache and all free memory back to the OS.
+//!
+//! # Platforms
+//!
+//! Linux on 64-bit x86 or ARM, with 4 KiB pages (the allocator says so on
+//! stderr and fails every allocation on another page size). Tested on
+//! x86-64; other targets do not compile.
+//!
+//! # Names
+//!
+//! Where a concept is the kernel's, so is its name (`high`, `batch`,
+//! `free_count`, `alloc_factor`, `free_high`, `alloc_zone`, `pageblock`,
+//! `migratetype`). The documentation refers to the kernel changes it
+//! follows by number: *patches 1–9* are the nine patches of Huang Ying's
+//! PCP auto-tuning series (Linux 6.7); *seed 002*
+//! is Nikhil Dhama's free_count fix (2025) and its variants; *seed 004*
+//! is Vlastimil Babka's page stealing series (Linux 3.19).
 
 #![warn(missing_docs)]
 
+#[cfg(not(all(
+    target_os = "linux",
+    target_pointer_width = "64",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+compile_error!("pcpalloc supports Linux on x86-64 and aarch64 only");
+
+
+mod config;
 mod geometry;
 mod global;
 mod large;
@@ -50,12 +85,22 @@ mod tunables;
 mod util;
 mod zone;
 
+pub use config::{Config, Heuristics, Pagesets};
 pub use global::PcpAlloc;
 
 /// A snapshot of the allocator's counters, taken without allocating (see
 /// [`stats::Stats`]).
 pub fn stats() -> stats::Stats {
     runtime::stats()
+}
+
+/// Writes the report: `pcpalloc_version`, every setting in force as
+/// `PCPALLOC_NAME value` (what the environment would take), then every
+/// counter as `name value`, one per line — the text `PCPALLOC_STATS=1`
+/// prints at exit. The snapshot is taken before `w` sees any of it, so `w`
+/// may allocate.
+pub fn write_report(w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+    runtime::write_report(w)
 }
 
 /// Gives everything cached back: empty slabs, pagesets, and all free memory
@@ -68,7 +113,7 @@ pub fn trim() -> usize {
 pub mod stats {
     pub use crate::large::huge::HugeUsage;
     pub use crate::pcp::{tune::PcpState, PcpCounters};
-    pub use crate::stats_report::{PagesetStats, Stats, MAX_REPORTED_PAGESETS};
+    pub use crate::stats_report::{Bytes, PagesetStats, Stats, MAX_REPORTED_PAGESETS};
     pub use crate::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
 }
 
@@ -88,13 +133,13 @@ pub mod internals {
     pub use crate::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
     pub use crate::runtime::tick::{background_running, pause, tick};
     pub use crate::runtime::{
-        check_invariants, check_invariants_quiescent, ensure_init, print_stats,
+        check_invariants, check_invariants_quiescent, ensure_init, print_stats, report_to,
     };
     pub use crate::section::{desc_of, page_addr};
     pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
     pub use crate::slab::heap::{Local, PARK_HIGH_MAX, PARK_HIGH_MIN};
     pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
-    pub use crate::stats_report::contention_percent;
+    pub use crate::stats_report::{contention_percent, count_cxx, CxxCall};
     pub use crate::sys::{current_cpu, inject_map_failures};
     pub use crate::tunables::{
         FreeCountMode, FreeHighThreshold, Heuristics, Knobs, PcpMode, SETTINGS, TUNABLES,

@@ -38,6 +38,15 @@ fn alloc_class(class: usize) -> *mut u8 {
     }
 }
 
+/// The fast path alone for `size` ≤ SMALL_MAX: an object from the
+/// thread's bin, or null (the caller takes a slow path).
+#[inline(always)]
+pub fn alloc_small_fast(size: usize) -> *mut u8 {
+    // SAFETY: tls::heap is this thread's heap or the empty heap; the class
+    // of a size ≤ SMALL_MAX is a valid class index.
+    unsafe { Heap::alloc_fast(tls::heap(), classes::class_of(size)) }
+}
+
 /// Allocates `size` bytes with the default alignment; null (errno ENOMEM)
 /// on failure.
 #[inline(always)]
@@ -119,7 +128,7 @@ pub unsafe fn free(p: *mut u8) {
             unsafe {
                 match slab::free(p, s, tls::heap(), runtime::free_key()) {
                     Freed::Done => {}
-                    Freed::SlabChanged => runtime::slab_changed(s),
+                    Freed::BinFull => runtime::bin_full(p, s),
                     Freed::Slow => runtime::free_small_slow(p, s),
                 }
             }
@@ -151,7 +160,7 @@ pub unsafe fn free_sized(p: *mut u8, size: usize) {
             unsafe {
                 match slab::free_sized(p, s, tls::heap(), runtime::free_key(), class) {
                     Freed::Done => {}
-                    Freed::SlabChanged => runtime::slab_changed(s),
+                    Freed::BinFull => runtime::bin_full(p, s),
                     Freed::Slow => runtime::free_small_slow(p, s),
                 }
             }

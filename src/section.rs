@@ -212,8 +212,8 @@ pub const HUGE_TAG: usize = 1;
 /// further in is not the start of a block and reads as foreign. `None` if
 /// the OS refuses.
 pub fn create_huge(len: usize, offset: usize) -> Option<*mut Page> {
-    debug_assert!(len % crate::geometry::PAGE_SIZE == 0 && len > 0);
-    debug_assert!(offset % MAX_ORDER_BYTES == 0);
+    debug_assert!(len.is_multiple_of(crate::geometry::PAGE_SIZE) && len > 0);
+    debug_assert!(offset.is_multiple_of(MAX_ORDER_BYTES));
     debug_assert!((SECTION_META_BYTES..SECTION_SIZE).contains(&offset));
     let total = offset.checked_add(len)?;
     let (base, reserved) = match sys::reserve(total, SECTION_SIZE) {

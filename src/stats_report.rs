@@ -4,7 +4,7 @@
 //! allocating; printed through a stack buffer with write(2).
 
 use core::fmt::{self, Write};
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::geometry::{NR_PAGE_ORDERS, PAGE_SIZE};
 use crate::large::huge::{HugeBlocks, HugeUsage};
@@ -13,9 +13,33 @@ use crate::pages::PageAllocator;
 use crate::pcp::{tune::PcpState, PcpCounters};
 use crate::slab::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
 use crate::slab::HeapRegistry;
-use crate::sys;
+use crate::tunables::SETTINGS;
 use crate::util::buf::FixedBuf;
 use crate::zone::ZoneSnapshot;
+
+/// Calls to C++'s operators through `libpcpalloc.so`, counted while the
+/// report at exit is on (so a test can see that they reach us).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CxxCall {
+    /// `operator new` without an alignment.
+    New = 0,
+    /// `operator new` with an alignment.
+    NewAligned = 1,
+    /// Sized `operator delete`.
+    DeleteSized = 2,
+    /// Aligned `operator delete`.
+    DeleteAligned = 3,
+}
+
+static CXX_CALLS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// Counts a call to a C++ operator, if the report at exit is on.
+#[inline]
+pub fn count_cxx(c: CxxCall) {
+    if SETTINGS.stats_at_exit.load(Relaxed) {
+        CXX_CALLS[c as usize].fetch_add(1, Relaxed);
+    }
+}
 
 /// Pagesets reported one by one (the busiest first ones; totals cover all).
 pub const MAX_REPORTED_PAGESETS: usize = 64;
@@ -31,9 +55,37 @@ pub struct PagesetStats {
     pub lock_busy: u64,
 }
 
+/// The allocator's memory in bytes, as jemalloc's `stats.allocated`,
+/// `active`, `resident` and `mapped`. Normally allocated ≤ active ≤
+/// resident ≤ mapped; a snapshot taken while other threads allocate is
+/// not atomic, so the figures may disagree by what moved meanwhile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bytes {
+    /// Live allocations: small objects by their size class, large and huge
+    /// blocks by their pages.
+    pub allocated: u64,
+    /// Pages the allocator has handed out: slabs (with their free objects
+    /// and any parked empty slab), large blocks (with blocks cached for
+    /// reuse) and live huge blocks.
+    pub active: u64,
+    /// Mapped memory not given back to the OS: an upper bound on the
+    /// heap's resident set (a page never touched counts until released).
+    pub resident: u64,
+    /// Memory mapped for the heap: the zone's and the huge blocks' (live
+    /// and cached). Page descriptors and other metadata are not included.
+    pub mapped: u64,
+    /// The most memory mapped at once.
+    pub peak_mapped: u64,
+    /// Free small objects waiting on thread bins (in `active`, not in
+    /// `allocated`).
+    pub binned: u64,
+}
+
 /// A snapshot of the whole allocator.
 #[derive(Clone, Copy, Debug)]
 pub struct Stats {
+    /// Memory in bytes.
+    pub bytes: Bytes,
     /// The zone.
     pub zone: ZoneSnapshot,
     /// Sum over every pageset.
@@ -62,6 +114,9 @@ pub struct Stats {
     pub ticks: u64,
     /// Whether the background maintenance thread is running.
     pub background: bool,
+    /// C++ operator calls by [`CxxCall`] (counted only while the report at
+    /// exit is on).
+    pub cxx: [u64; 4],
 }
 
 /// The parts of an allocator a snapshot reads.
@@ -81,8 +136,11 @@ pub struct Parts<'a> {
 impl Stats {
     /// Takes a snapshot (briefly locking the zone and each pageset).
     pub fn collect(parts: &Parts<'_>) -> Stats {
+        let zone = parts.pages.zone.snapshot();
+        let huge = parts.huge.usage();
         let mut s = Stats {
-            zone: parts.pages.zone.snapshot(),
+            bytes: Bytes::default(),
+            zone,
             pcp_total: PcpCounters::default(),
             pcp_count: 0,
             pcp_lock_busy: 0,
@@ -93,9 +151,10 @@ impl Stats {
             slabs_created: 0,
             slabs_retired: 0,
             remote_frees: 0,
-            huge: parts.huge.usage(),
+            huge,
             ticks: parts.ticks,
             background: parts.background,
+            cxx: core::array::from_fn(|i| CXX_CALLS[i].load(Relaxed)),
         };
         let mut n = 0;
         parts.pages.pagesets.for_each(|ps| {
@@ -123,6 +182,17 @@ impl Stats {
             }
         });
         s.nr_reported = n;
+        let in_use = parts.heaps.bytes_in_use();
+        let page = PAGE_SIZE as u64;
+        let out_pages = (zone.managed as u64).saturating_sub(zone.free as u64 + s.pcp_count);
+        s.bytes = Bytes {
+            allocated: in_use.small + in_use.large + huge.bytes as u64,
+            active: out_pages * page + huge.bytes as u64,
+            resident: (zone.budget_used as u64).saturating_sub(zone.clean_free as u64 * page),
+            mapped: zone.budget_used as u64,
+            peak_mapped: zone.budget_peak as u64,
+            binned: in_use.binned,
+        };
         parts.heaps.for_each(|h| {
             s.heaps[0] += 1;
             match h.state.load(Relaxed) {
@@ -152,13 +222,20 @@ pub fn contention_percent(wait_ns: u64, cpu_ns: u64) -> f64 {
 
 impl Stats {
     /// Writes the report: one `name value` pair per line.
-    pub fn write_text(&self, w: &mut impl Write) -> fmt::Result {
+    pub fn write_text(&self, w: &mut dyn Write) -> fmt::Result {
         let z = &self.zone;
         let c = &z.counters;
         macro_rules! kv {
             ($($name:expr => $v:expr),* $(,)?) => { $( writeln!(w, "{} {}", $name, $v)?; )* };
         }
+        let b = &self.bytes;
         kv! {
+            "allocated_bytes" => b.allocated,
+            "active_bytes" => b.active,
+            "resident_bytes" => b.resident,
+            "mapped_bytes" => b.mapped,
+            "peak_mapped_bytes" => b.peak_mapped,
+            "binned_bytes" => b.binned,
             "nr_managed_pages" => z.managed,
             "nr_free_pages" => z.free,
             "nr_free_clean_pages" => z.clean_free,
@@ -168,7 +245,6 @@ impl Stats {
             "wmark_high" => z.wmark[2],
             "zone_below_high" => u8::from(z.below_high),
             "memory_limit_bytes" => z.memory_limit,
-            "memory_mapped_bytes" => z.budget_used,
         }
         for o in 0..NR_PAGE_ORDERS {
             writeln!(w, "free_area_order_{o} {}", z.nr_free[o])?;
@@ -254,35 +330,51 @@ impl Stats {
             "huge_cache_high" => self.huge.cache_high,
             "ticks" => self.ticks,
             "background_thread" => u8::from(self.background),
+            "cxx_new" => self.cxx[CxxCall::New as usize],
+            "cxx_new_aligned" => self.cxx[CxxCall::NewAligned as usize],
+            "cxx_delete_sized" => self.cxx[CxxCall::DeleteSized as usize],
+            "cxx_delete_aligned" => self.cxx[CxxCall::DeleteAligned as usize],
             "page_size" => PAGE_SIZE,
         }
         Ok(())
     }
 }
 
-/// A `fmt::Write` that flushes to a file descriptor whenever its buffer
-/// fills.
-struct FdWriter {
-    fd: i32,
+/// A `fmt::Write` over a stack buffer that hands its bytes to `sink`
+/// whenever the buffer fills, and at [`finish`](Self::finish): the report
+/// goes out without allocating.
+pub struct ChunkWriter<F: FnMut(&[u8])> {
+    sink: F,
     buf: FixedBuf<4096>,
 }
 
-impl Write for FdWriter {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        if self.buf.len() + s.len() + 1 >= 4096 {
-            sys::write_fd(self.fd, self.buf.as_bytes());
-            self.buf.clear();
+impl<F: FnMut(&[u8])> ChunkWriter<F> {
+    /// A writer handing chunks to `sink`.
+    pub fn new(sink: F) -> Self {
+        ChunkWriter {
+            sink,
+            buf: FixedBuf::new(),
         }
-        self.buf.write_str(s)
+    }
+
+    /// Hands over what is left.
+    pub fn finish(mut self) {
+        if self.buf.len() > 0 {
+            (self.sink)(self.buf.as_bytes());
+        }
     }
 }
 
-/// Writes the report of `stats` to `fd`, through a stack buffer.
-pub fn print_to_fd(stats: &Stats, fd: i32) {
-    let mut w = FdWriter {
-        fd,
-        buf: FixedBuf::new(),
-    };
-    let _ = stats.write_text(&mut w);
-    sys::write_fd(fd, w.buf.as_bytes());
+impl<F: FnMut(&[u8])> Write for ChunkWriter<F> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.buf.len() + s.len() + 1 >= 4096 && self.buf.len() > 0 {
+            (self.sink)(self.buf.as_bytes());
+            self.buf.clear();
+        }
+        if s.len() + 1 >= 4096 {
+            (self.sink)(s.as_bytes());
+            return Ok(());
+        }
+        self.buf.write_str(s)
+    }
 }

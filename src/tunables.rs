@@ -10,7 +10,8 @@
 //! init, and the benchmark changes them to reproduce the seeds' ablation
 //! rows inside one process.
 
-use core::fmt::Write;
+use core::fmt::{self, Write};
+use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 use crate::sys;
@@ -56,7 +57,7 @@ impl Heuristics {
 
     /// The cumulative ablation rows of the cover letter, by patch number:
     /// `row(0)` = base, `row(1)` = +1, `row(3)` = +1..3, …, `row(9)` = all.
-    pub fn row(patch: u32) -> Heuristics {
+    pub const fn row(patch: u32) -> Heuristics {
         use heuristic::*;
         let mut h = 0;
         if patch >= 1 {
@@ -187,6 +188,9 @@ fn update_knobs(f: impl FnOnce(&mut Knobs)) {
     KNOBS.store(k.to_bits(), Relaxed);
 }
 
+/// Longest `PCPALLOC_STATS_FILE` path kept.
+pub const STATS_FILE_MAX: usize = 256;
+
 /// Settings read once at init (not changeable afterwards).
 pub struct Settings {
     /// Memory limit in bytes (0 = from cgroup / MemTotal).
@@ -203,7 +207,14 @@ pub struct Settings {
     pub stats_at_exit: AtomicBool,
     /// Seed 004 stealing rules on.
     pub steal_seed_004: AtomicBool,
+    /// Where the report at exit goes (`PCPALLOC_STATS_FILE`, NUL-terminated;
+    /// empty: stderr). Written once at init, before any thread reads it.
+    stats_file: UnsafeCell<[u8; STATS_FILE_MAX]>,
 }
+
+// SAFETY: `stats_file` is written only by `load_from_env`, during init,
+// before anything reads it (the init state's Release/Acquire orders that).
+unsafe impl Sync for Settings {}
 
 /// The init-time settings.
 pub static SETTINGS: Settings = Settings {
@@ -214,6 +225,7 @@ pub static SETTINGS: Settings = Settings {
     background: AtomicBool::new(true),
     stats_at_exit: AtomicBool::new(false),
     steal_seed_004: AtomicBool::new(true),
+    stats_file: UnsafeCell::new([0; STATS_FILE_MAX]),
 };
 
 impl Settings {
@@ -226,7 +238,68 @@ impl Settings {
             PcpMode::Cpu
         }
     }
+
+    /// The report file's path, NUL-terminated, if one was set.
+    pub fn stats_file(&self) -> Option<&core::ffi::CStr> {
+        // SAFETY: written only during init (see the Sync impl).
+        let buf = unsafe { &*self.stats_file.get() };
+        let c = core::ffi::CStr::from_bytes_until_nul(buf).ok()?;
+        (!c.is_empty()).then_some(c)
+    }
 }
+
+/// The configuration a Rust program's global allocator carries (see the
+/// crate's `Config`), applied before the environment is read — so the
+/// environment overrides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    /// Memory limit in bytes, 0 for the default.
+    pub memory_limit: usize,
+    /// Maintenance tick in ms.
+    pub decay_ms: u32,
+    /// Where pagesets live.
+    pub pcp_mode: PcpMode,
+    /// The heuristics in force.
+    pub heuristics: Heuristics,
+    /// Print the report at exit.
+    pub stats_at_exit: bool,
+    /// Run the tick on a background thread.
+    pub background: bool,
+}
+
+impl Preset {
+    /// The defaults, as the environment's.
+    pub const DEFAULT: Preset = Preset {
+        memory_limit: 0,
+        decay_ms: DEFAULT_DECAY_MS,
+        pcp_mode: PcpMode::Cpu,
+        heuristics: Heuristics::ALL,
+        stats_at_exit: false,
+        background: true,
+    };
+}
+
+/// Applies `p` to the settings (before the environment, at init).
+pub fn apply_preset(p: &Preset) {
+    SETTINGS.memory_limit.store(p.memory_limit, Relaxed);
+    SETTINGS
+        .decay_ms
+        .store(p.decay_ms.clamp(DECAY_MS_MIN, DECAY_MS_MAX), Relaxed);
+    SETTINGS.pcp_mode.store(p.pcp_mode as u32, Relaxed);
+    SETTINGS.stats_at_exit.store(p.stats_at_exit, Relaxed);
+    SETTINGS.background.store(p.background, Relaxed);
+    update_knobs(|k| k.heuristics = p.heuristics);
+}
+
+/// Shortest maintenance tick.
+pub const DECAY_MS_MIN: u32 = 10;
+/// Longest maintenance tick.
+pub const DECAY_MS_MAX: u32 = 60_000;
+/// Smallest memory limit (one MAX_ORDER block of zone plus room to grow).
+pub const MEMORY_LIMIT_MIN: u64 = 4 << 20;
+
+/// Why a value was refused.
+type Verdict = Result<(), &'static str>;
 
 /// One environment variable: name, accepted values, default, meaning.
 pub struct Tunable {
@@ -238,23 +311,28 @@ pub struct Tunable {
     pub default: &'static str,
     /// What it does.
     pub doc: &'static str,
-    apply: fn(&[u8]) -> bool,
+    apply: fn(&[u8]) -> Verdict,
+    /// Writes the value in force (the report's header), given the knobs
+    /// the page allocator runs with.
+    show: fn(&mut dyn Write, &Knobs) -> fmt::Result,
 }
 
 /// Every `PCPALLOC_*` variable.
 pub static TUNABLES: &[Tunable] = &[
     Tunable {
         name: "PCPALLOC_MEMORY_LIMIT",
-        values: "bytes with K/M/G/T suffix",
+        values: "bytes, with K/KiB, M/MiB, G/GiB or T/TiB; at least 4 MiB",
         default: "cgroup memory.max, else MemTotal",
         doc: "Most memory the heap may map; past it malloc returns NULL with ENOMEM.",
         apply: |v| match parse_size(v) {
-            Some(n) if n >= (4 << 20) => {
+            None => Err("not a size (a number with K/KiB, M/MiB, G/GiB or T/TiB)"),
+            Some(n) if n < MEMORY_LIMIT_MIN => Err("below the minimum of 4 MiB"),
+            Some(n) => {
                 SETTINGS.memory_limit.store(n as usize, Relaxed);
-                true
+                Ok(())
             }
-            _ => false,
         },
+        show: |w, _| write!(w, "{}", SETTINGS.memory_limit.load(Relaxed)),
     },
     Tunable {
         name: "PCPALLOC_PCP",
@@ -265,11 +343,12 @@ pub static TUNABLES: &[Tunable] = &[
             let m = match v {
                 b"cpu" => PcpMode::Cpu,
                 b"thread" => PcpMode::Thread,
-                _ => return false,
+                _ => return Err("neither cpu nor thread"),
             };
             SETTINGS.pcp_mode.store(m as u32, Relaxed);
-            true
+            Ok(())
         },
+        show: |w, _| w.write_str(match SETTINGS.pcp_mode() { PcpMode::Cpu => "cpu", PcpMode::Thread => "thread" }),
     },
     Tunable {
         name: "PCPALLOC_BATCH_SCALE_MAX",
@@ -277,12 +356,14 @@ pub static TUNABLES: &[Tunable] = &[
         default: "5",
         doc: "Largest batch scale factor (seed 000 patch 4); bounds refill/drain latency.",
         apply: |v| match parse_u64(v) {
-            Some(n) if n <= u64::from(MAX_BATCH_SCALE_MAX) => {
+            None => Err("not a number"),
+            Some(n) if n > u64::from(MAX_BATCH_SCALE_MAX) => Err("above the maximum of 6"),
+            Some(n) => {
                 update_knobs(|k| k.batch_scale_max = n as u32);
-                true
+                Ok(())
             }
-            _ => false,
         },
+        show: |w, k| write!(w, "{}", k.batch_scale_max),
     },
     Tunable {
         name: "PCPALLOC_HIGH_FRACTION",
@@ -290,13 +371,15 @@ pub static TUNABLES: &[Tunable] = &[
         default: "0 (auto-tune)",
         doc: "Fixed pageset high = managed / fraction / CPUs; turns auto-tuning off.",
         apply: |v| match parse_u64(v) {
-            Some(0) => true,
-            Some(n) if n >= 8 => {
+            None => Err("not a number"),
+            Some(0) => Ok(()),
+            Some(n) if n < 8 => Err("between 1 and 7 (the kernel's minimum fraction is 8)"),
+            Some(n) => {
                 SETTINGS.high_fraction.store(n as usize, Relaxed);
-                true
+                Ok(())
             }
-            _ => false,
         },
+        show: |w, _| write!(w, "{}", SETTINGS.high_fraction.load(Relaxed)),
     },
     Tunable {
         name: "PCPALLOC_HEURISTICS",
@@ -306,10 +389,11 @@ pub static TUNABLES: &[Tunable] = &[
         apply: |v| match parse_heuristics(v) {
             Some(h) => {
                 update_knobs(|k| k.heuristics = h);
-                true
+                Ok(())
             }
-            None => false,
+            None => Err("an item is not all, base, a patch number 1,3,5,7,8,9 or a heuristic's name"),
         },
+        show: |w, k| write_heuristics(w, k.heuristics),
     },
     Tunable {
         name: "PCPALLOC_FREE_COUNT",
@@ -320,11 +404,12 @@ pub static TUNABLES: &[Tunable] = &[
             let m = match v {
                 b"halve" => FreeCountMode::Halve,
                 b"exact" => FreeCountMode::Exact,
-                _ => return false,
+                _ => return Err("neither halve nor exact"),
             };
             update_knobs(|k| k.free_count_mode = m);
-            true
+            Ok(())
         },
+        show: |w, k| w.write_str(match k.free_count_mode { FreeCountMode::Halve => "halve", FreeCountMode::Exact => "exact" }),
     },
     Tunable {
         name: "PCPALLOC_FREE_HIGH_THRESHOLD",
@@ -336,11 +421,12 @@ pub static TUNABLES: &[Tunable] = &[
                 b"batch" => FreeHighThreshold::Batch,
                 b"5batch" => FreeHighThreshold::FiveBatch,
                 b"batch+high_min/2" => FreeHighThreshold::BatchPlusHalfHighMin,
-                _ => return false,
+                _ => return Err("not one of batch, 5batch, batch+high_min/2"),
             };
             update_knobs(|k| k.free_high_threshold = t);
-            true
+            Ok(())
         },
+        show: |w, k| w.write_str(match k.free_high_threshold { FreeHighThreshold::Batch => "batch", FreeHighThreshold::FiveBatch => "5batch", FreeHighThreshold::BatchPlusHalfHighMin => "batch+high_min/2" }),
     },
     Tunable {
         name: "PCPALLOC_DECAY_MS",
@@ -348,12 +434,15 @@ pub static TUNABLES: &[Tunable] = &[
         default: "1000",
         doc: "Maintenance tick: pageset high decay and release of idle memory.",
         apply: |v| match parse_u64(v) {
-            Some(n) if (10..=60_000).contains(&n) => {
+            None => Err("not a number of milliseconds"),
+            Some(n) if n < u64::from(DECAY_MS_MIN) => Err("below the minimum of 10 ms"),
+            Some(n) if n > u64::from(DECAY_MS_MAX) => Err("above the maximum of 60000 ms"),
+            Some(n) => {
                 SETTINGS.decay_ms.store(n as u32, Relaxed);
-                true
+                Ok(())
             }
-            _ => false,
         },
+        show: |w, _| write!(w, "{}", SETTINGS.decay_ms.load(Relaxed)),
     },
     Tunable {
         name: "PCPALLOC_BACKGROUND",
@@ -361,13 +450,37 @@ pub static TUNABLES: &[Tunable] = &[
         default: "1",
         doc: "Run the tick on a background thread; 0 runs it from allocation slow paths.",
         apply: |v| apply_bool(v, &SETTINGS.background),
+        show: |w, _| show_bool(w, &SETTINGS.background),
     },
     Tunable {
         name: "PCPALLOC_STATS",
         values: "0 | 1",
         default: "0",
-        doc: "Print the stats report (`name value` lines) to stderr at exit.",
+        doc: "Print the stats report (`name value` lines) at exit, to stderr or PCPALLOC_STATS_FILE.",
         apply: |v| apply_bool(v, &SETTINGS.stats_at_exit),
+        show: |w, _| show_bool(w, &SETTINGS.stats_at_exit),
+    },
+    Tunable {
+        name: "PCPALLOC_STATS_FILE",
+        values: "a path; %p becomes the process id",
+        default: "(stderr)",
+        doc: "Write the report at exit to this file instead of stderr (implies PCPALLOC_STATS=1).",
+        apply: |v| {
+            if v.is_empty() || v.contains(&0) {
+                return Err("empty");
+            }
+            if v.len() >= STATS_FILE_MAX {
+                return Err("longer than 255 bytes");
+            }
+            // SAFETY: init is single-threaded for the settings (see the
+            // Sync impl of Settings).
+            let buf = unsafe { &mut *SETTINGS.stats_file.get() };
+            buf[..v.len()].copy_from_slice(v);
+            buf[v.len()] = 0;
+            SETTINGS.stats_at_exit.store(true, Relaxed);
+            Ok(())
+        },
+        show: |w, _| match SETTINGS.stats_file() { Some(c) => w.write_str(c.to_str().unwrap_or("(not UTF-8)")), None => w.write_str("(stderr)") },
     },
     Tunable {
         name: "PCPALLOC_STEAL",
@@ -378,21 +491,73 @@ pub static TUNABLES: &[Tunable] = &[
             let on = match v {
                 b"seed004" => true,
                 b"baseline" => false,
-                _ => return false,
+                _ => return Err("neither seed004 nor baseline"),
             };
             SETTINGS.steal_seed_004.store(on, Relaxed);
-            true
+            Ok(())
         },
+        show: |w, _| w.write_str(if SETTINGS.steal_seed_004.load(Relaxed) { "seed004" } else { "baseline" }),
     },
 ];
 
-fn apply_bool(v: &[u8], cell: &AtomicBool) -> bool {
+/// `PCPALLOC_` names read by other parts (the trace of the replay) that
+/// are not settings of the allocator itself.
+pub static OTHER_NAMES: &[&str] = &["PCPALLOC_TRACE"];
+
+fn show_bool(w: &mut dyn Write, cell: &AtomicBool) -> fmt::Result {
+    w.write_str(if cell.load(Relaxed) { "1" } else { "0" })
+}
+
+/// Writes a heuristics set as `PCPALLOC_HEURISTICS` would take it: `all`,
+/// `base`, or the names of those on.
+pub fn write_heuristics(w: &mut dyn Write, h: Heuristics) -> fmt::Result {
+    use heuristic::*;
+    if h == Heuristics::ALL {
+        return w.write_str("all");
+    }
+    if h == Heuristics::BASE {
+        return w.write_str("base");
+    }
+    let names = [
+        (PREV_FREE_HIGH_ORDER, "prev_free_high_order"),
+        (FREE_HIGH_BATCH, "free_high_batch"),
+        (ALLOC_FACTOR, "alloc_factor"),
+        (AUTO_TUNE, "auto_tune"),
+        (BELOW_HIGH, "below_high"),
+        (FREE_COUNT, "free_count"),
+    ];
+    let mut first = true;
+    for (bit, name) in names {
+        if h.has(bit) {
+            if !first {
+                w.write_str(",")?;
+            }
+            w.write_str(name)?;
+            first = false;
+        }
+    }
+    Ok(())
+}
+
+/// Writes every setting in force as `NAME value` lines (the report's
+/// header), with `knobs` the page allocator's.
+pub fn write_settings(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
+    for t in TUNABLES {
+        w.write_str(t.name)?;
+        w.write_str(" ")?;
+        (t.show)(w, knobs)?;
+        w.write_str("\n")?;
+    }
+    Ok(())
+}
+
+fn apply_bool(v: &[u8], cell: &AtomicBool) -> Verdict {
     match v {
         b"0" | b"false" | b"off" | b"no" => cell.store(false, Relaxed),
         b"1" | b"true" | b"on" | b"yes" => cell.store(true, Relaxed),
-        _ => return false,
+        _ => return Err("neither 0 nor 1"),
     }
-    true
+    Ok(())
 }
 
 /// Parses a heuristics list: `all`, `base`/`none`, patch numbers
@@ -432,9 +597,26 @@ pub fn parse_heuristics(v: &[u8]) -> Option<Heuristics> {
     Some(Heuristics(h))
 }
 
+/// One warning line: `pcpalloc: ignoring NAME=VALUE (REASON); using ...`.
+fn warn(name: &[u8], value: &[u8], reason: &str, default: &str) {
+    let mut line = FixedBuf::<320>::new();
+    line.push_bytes(b"pcpalloc: ignoring ");
+    line.push_bytes(&name[..name.len().min(64)]);
+    line.push_bytes(b"=");
+    line.push_bytes(&value[..value.len().min(64)]);
+    let _ = writeln!(line, " ({reason}); using the default, {default}");
+    sys::write_stderr(line.as_bytes());
+}
+
 /// Reads every variable from the environment, once, at init. Bad values
-/// get one stderr line each and keep the default.
+/// get one stderr line each and keep the default; so does a `PCPALLOC_`
+/// name that is not one of ours (a misspelling). Nothing is read in a
+/// setuid or setgid program.
 pub fn load_from_env() {
+    // As glibc does for MALLOC_*: a setuid or setgid program ignores us.
+    if sys::secure_mode() {
+        return;
+    }
     for t in TUNABLES {
         let mut name = FixedBuf::<64>::new();
         name.push_bytes(t.name.as_bytes());
@@ -443,18 +625,26 @@ pub fn load_from_env() {
             continue;
         };
         let v = raw.trim_ascii();
-        if !(t.apply)(v) {
-            let mut line = FixedBuf::<256>::new();
-            let _ = write!(line, "pcpalloc: ignoring {}=", t.name);
-            line.push_bytes(&v[..v.len().min(64)]);
-            let _ = writeln!(
-                line,
-                " (expected {}); using the default, {}",
-                t.values, t.default
-            );
-            sys::write_stderr(line.as_bytes());
+        if let Err(reason) = (t.apply)(v) {
+            warn(t.name.as_bytes(), v, reason, t.default);
         }
     }
+    sys::for_each_env(|entry| {
+        let Some(rest) = entry.strip_prefix(b"PCPALLOC_") else {
+            return;
+        };
+        let name_len = b"PCPALLOC_".len() + rest.iter().position(|&c| c == b'=').unwrap_or(rest.len());
+        let name = &entry[..name_len];
+        let known = TUNABLES.iter().any(|t| t.name.as_bytes() == name)
+            || OTHER_NAMES.iter().any(|n| n.as_bytes() == name);
+        if !known {
+            let mut line = FixedBuf::<160>::new();
+            line.push_bytes(b"pcpalloc: ignoring ");
+            line.push_bytes(&name[..name.len().min(64)]);
+            line.push_bytes(b": not a setting of pcpalloc\n");
+            sys::write_stderr(line.as_bytes());
+        }
+    });
 }
 
 #[cfg(test)]

@@ -183,7 +183,7 @@ impl HugeBlocks {
         let mut c = self.cache.lock();
         let fits = |e: &Entry| {
             let p = page_addr(e.block.cast());
-            (p - section::section_base(p)) % offset == 0
+            (p - section::section_base(p)).is_multiple_of(offset)
         };
         let len_of = |e: &Entry| {
             // SAFETY: cached blocks are ours, read under the lock.

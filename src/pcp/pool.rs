@@ -8,10 +8,16 @@
 //!
 //! Every pageset ever made is on one list (`next_all`), so the maintenance
 //! tick and drain-all reach idle CPUs' and idle threads' pagesets too.
-//! Pagesets live in metadata memory and are never freed.
+//! Pagesets live in metadata memory and are never freed. Each sits in its
+//! own `CachePadded` slot (128 bytes on x86-64, where the adjacent-line
+//! prefetcher pairs cache lines), so two CPUs' pagesets never share a
+//! line.
 
+use core::mem::{align_of, size_of};
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+use crossbeam_utils::CachePadded;
 
 use crate::meta;
 use crate::sync::Locked;
@@ -22,9 +28,17 @@ use super::pageset::Pageset;
 /// Upper bound on per-CPU pagesets (more CPUs share by index modulo).
 pub const MAX_CPU_PAGESETS: usize = 1024;
 
+/// A pageset in a slot of its own (the pageset at offset 0).
+type Slot = CachePadded<Pageset>;
+
+/// Metadata memory for one slot, or null.
+fn alloc_slots(n: usize) -> *mut Slot {
+    meta::alloc(n * size_of::<Slot>(), align_of::<Slot>()).cast::<Slot>()
+}
+
 /// The pagesets of one page allocator. See the module docs.
 pub struct PagesetPool {
-    cpu_sets: AtomicPtr<Pageset>,
+    cpu_sets: AtomicPtr<Slot>,
     nr_cpu_sets: AtomicUsize,
     all: AtomicPtr<Pageset>,
     /// Drained thread pagesets waiting for a new thread (chained through
@@ -69,15 +83,16 @@ impl PagesetPool {
         self.free_high_batch
             .store(free_high_batch, Ordering::Relaxed);
         let n = nr_cpus.clamp(1, MAX_CPU_PAGESETS);
-        let arr = meta::alloc(n * core::mem::size_of::<Pageset>(), 64).cast::<Pageset>();
+        let arr = alloc_slots(n);
         if arr.is_null() {
             return false;
         }
         for cpu in 0..n {
-            // SAFETY: arr has room for n pagesets.
+            // SAFETY: arr has room for n slots.
             unsafe {
-                let ps = arr.add(cpu);
-                ps.write(Pageset::new());
+                let slot = arr.add(cpu);
+                slot.write(CachePadded::new(Pageset::new()));
+                let ps: *mut Pageset = &mut **slot;
                 (*ps).set_free_high_batch(free_high_batch);
                 self.publish(ps);
             }
@@ -111,16 +126,21 @@ impl PagesetPool {
                 return head;
             }
         }
-        let p = meta::alloc(core::mem::size_of::<Pageset>(), 64).cast::<Pageset>();
-        if !p.is_null() {
-            // SAFETY: fresh, aligned metadata memory, ours until published.
-            unsafe {
-                p.write(Pageset::new());
-                (*p).set_free_high_batch(self.free_high_batch.load(Ordering::Relaxed));
-                (*p).set_biased(true);
-            }
-            self.publish(p);
+        let slot = alloc_slots(1);
+        if slot.is_null() {
+            return ptr::null_mut();
         }
+        // SAFETY: fresh, aligned metadata memory, ours until published.
+        let p: *mut Pageset = unsafe {
+            slot.write(CachePadded::new(Pageset::new()));
+            &mut **slot
+        };
+        // SAFETY: as above.
+        unsafe {
+            (*p).set_free_high_batch(self.free_high_batch.load(Ordering::Relaxed));
+            (*p).set_biased(true);
+        }
+        self.publish(p);
         p
     }
 

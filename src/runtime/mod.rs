@@ -23,8 +23,8 @@ pub mod tick;
 pub mod tls;
 
 pub use paths::{
-    alloc_big, alloc_small_slow, free_block, free_small_slow, realloc_huge, slab_changed, trim,
+    alloc_big, alloc_small_slow, bin_full, free_block, free_small_slow, realloc_huge, trim,
 };
-pub use process::{ensure_init, free_key, HEAPS, PAGES};
-pub use report::{check_invariants, check_invariants_quiescent, print_stats, stats};
+pub use process::{configure_once, ensure_init, free_key, HEAPS, PAGES};
+pub use report::{check_invariants, check_invariants_quiescent, print_stats, report_to, stats, write_report};
 pub use thread::{pages_of, thread_heap};

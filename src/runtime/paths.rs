@@ -39,19 +39,20 @@ fn alloc_small(class: usize) -> *mut u8 {
     }
 }
 
-/// After the free fast path gave an object back to slab `s` of this
-/// thread's heap, and the slab became empty or was full.
+/// The free fast path found object `p` of slab `s` valid and this
+/// thread's, but its bin full: it goes back on the slab.
 ///
 /// # Safety
-/// The calling thread's heap owns slab `s`.
+/// The calling thread's heap owns slab `s`; `p` is a live object of it
+/// being freed.
 #[cold]
 #[inline(never)]
-pub unsafe fn slab_changed(s: *mut Slab) {
+pub unsafe fn bin_full(p: *mut u8, s: *mut Slab) {
     let h = tls::heap();
-    // SAFETY: slab::free said this thread's heap owns s.
+    // SAFETY: slab::free said this thread's heap owns s and p is its.
     unsafe {
         let pages = pages_of(&*h);
-        (*h).owned().slab_given_back(s, &pages);
+        (*h).owned().give_back_one(p, s, process::free_key(), &pages);
     }
 }
 
@@ -112,6 +113,7 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         if order < NR_PCP_ORDERS {
             let b = (*h).owned().take_cached_block(order);
             if !b.is_null() {
+                (*h).note_large_allocated(large::usable_size(b));
                 let p = crate::section::page_addr(b.cast()) as *mut u8;
                 if zero {
                     core::ptr::write_bytes(p, 0, size);
@@ -121,9 +123,13 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         tick::on_slow_path();
         let pages = pages_of(&*h);
-        let p = large::alloc(&pages, size, align, zero);
+        let mut p = large::alloc(&pages, size, align, zero);
         if p.is_null() && release_cached(&pages) {
-            return large::alloc(&pages, size, align, zero);
+            p = large::alloc(&pages, size, align, zero);
+        }
+        if !p.is_null() {
+            let b = crate::section::desc_of(p as usize).cast::<LargeBlock>();
+            (*h).note_large_allocated(large::usable_size(b));
         }
         p
     }
@@ -149,10 +155,13 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
             return;
         }
         let h = tls::heap();
+        let bytes = large::usable_size(b);
         if (*h).is_empty_heap() {
+            HEAPS.note_large_freed_elsewhere(bytes);
             large::free(&PAGES.through(core::ptr::null(), false), b);
             return;
         }
+        (*h).note_large_freed(bytes);
         if (*h).owned().cache_block(b) {
             return;
         }

@@ -82,9 +82,25 @@ pub fn ensure_init() -> bool {
     }
 }
 
+/// Initialises the allocator, first running `configure` (which sets the
+/// tunables a Rust program's `Config` carries) if initialisation has not
+/// started yet; the environment, read next, overrides what it set.
+#[cold]
+pub fn configure_once(configure: impl FnOnce()) -> bool {
+    match STATE.load(Acquire) {
+        READY => true,
+        FAILED => false,
+        _ => init_slow_with(configure),
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn init_slow() -> bool {
+    init_slow_with(|| {})
+}
+
+fn init_slow_with(configure: impl FnOnce()) -> bool {
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     if STATE
@@ -92,6 +108,7 @@ fn init_slow() -> bool {
         .is_ok()
     {
         INIT_TID.store(tid, Relaxed);
+        configure();
         let ok = init();
         STATE.store(if ok { READY } else { FAILED }, Release);
         return ok;
@@ -119,6 +136,8 @@ fn init() -> bool {
         limit = sys::memory_limit_bytes().map_or(DEFAULT_LIMIT, |b| b as usize);
     }
     let limit = limit.min(MAX_SECTIONS * SECTION_SIZE / 2);
+    // The report shows the limit in force.
+    SETTINGS.memory_limit.store(limit, Relaxed);
     PAGES.zone.configure(&ZoneConfig {
         memory_limit: limit,
         nr_cpus: sys::nr_cpus_online(),

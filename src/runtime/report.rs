@@ -1,8 +1,12 @@
 //! The allocator's counters and invariant checks, from the runtime's
 //! parts.
 
+use core::fmt::{self, Write};
+
 use crate::slab;
-use crate::stats_report::{self as stats, Parts, Stats};
+use crate::stats_report::{ChunkWriter, Parts, Stats};
+use crate::sys;
+use crate::tunables;
 
 use super::process::{HEAPS, HUGE, PAGES};
 use super::tick;
@@ -18,9 +22,24 @@ pub fn stats() -> Stats {
     })
 }
 
+/// Writes the report: the version, every setting in force (`NAME value`,
+/// as the environment would give it), then the counters (`name value`).
+pub fn write_report(w: &mut dyn Write) -> fmt::Result {
+    writeln!(w, "pcpalloc_version {}", env!("CARGO_PKG_VERSION"))?;
+    tunables::write_settings(w, &PAGES.knobs())?;
+    stats().write_text(w)
+}
+
+/// Writes the report in chunks to `sink`, through a stack buffer.
+pub fn report_to(sink: impl FnMut(&[u8])) {
+    let mut w = ChunkWriter::new(sink);
+    let _ = write_report(&mut w);
+    w.finish();
+}
+
 /// Prints the report to `fd`.
 pub fn print_stats(fd: i32) {
-    stats::print_to_fd(&stats(), fd);
+    report_to(|b| sys::write_fd(fd, b));
 }
 
 /// Every invariant check that holds at any moment: the zone's free lists

@@ -3,11 +3,13 @@
 //! back; the first thread also registers the fork handlers and the report
 //! at exit.
 
+use core::fmt::Write;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering::*};
 
 use crate::pages::Pages;
 use crate::slab::{self, Heap};
-use crate::tunables::SETTINGS;
+use crate::tunables::{SETTINGS, STATS_FILE_MAX};
+use crate::util::buf::FixedBuf;
 
 use super::process::{self, HEAPS, PAGES};
 use super::{fork, report, tls};
@@ -141,6 +143,41 @@ extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
     }
 }
 
+/// The report at exit: to `PCPALLOC_STATS_FILE` (each `%p` replaced by
+/// the process id, so forked children write their own), else to the copy
+/// of stderr. A file that cannot be opened gets one line on stderr and
+/// the report goes there.
 extern "C" fn stats_at_exit() {
-    report::print_stats(STATS_FD.load(Relaxed));
+    let fd = STATS_FD.load(Relaxed);
+    let Some(path) = SETTINGS.stats_file() else {
+        report::print_stats(fd);
+        return;
+    };
+    let mut name = FixedBuf::<{ STATS_FILE_MAX + 64 }>::new();
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let mut rest = path.to_bytes();
+    while let Some(i) = rest.windows(2).position(|w| w == b"%p") {
+        name.push_bytes(&rest[..i]);
+        let _ = write!(name, "{pid}");
+        rest = &rest[i + 2..];
+    }
+    name.push_bytes(rest);
+    name.push_bytes(b"\0");
+    // SAFETY: name is NUL-terminated; open has no other preconditions.
+    let file = unsafe {
+        libc::open(
+            name.as_bytes().as_ptr().cast(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if name.truncated || file < 0 {
+        crate::report::warn("cannot open PCPALLOC_STATS_FILE; the report goes to stderr");
+        report::print_stats(fd);
+        return;
+    }
+    report::print_stats(file);
+    // SAFETY: file is the descriptor opened above.
+    unsafe { libc::close(file) };
 }

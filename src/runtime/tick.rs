@@ -79,7 +79,7 @@ const CLOCK_EVERY: u32 = 64;
 fn on_slow_path_cold() {
     let n = SLOW_CALLS.load(Relaxed);
     SLOW_CALLS.store(n.wrapping_add(1), Relaxed); // racy on purpose: a hint
-    if n % CLOCK_EVERY != 0 {
+    if !n.is_multiple_of(CLOCK_EVERY) {
         return;
     }
     if SETTINGS.background.load(Relaxed)

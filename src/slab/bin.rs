@@ -18,20 +18,26 @@
 //! object on a bin as in use: only its own list and remote list are the
 //! slab's.
 //!
+//! `count` is atomic only so a stats snapshot on another thread may read
+//! it (the bytes on bins are not allocated): the owner writes it with a
+//! plain load and store, which compile as a non-atomic `sub`/`add` would.
+//!
 //! Invariant: `count` is the length of the list. It may exceed `limit`
 //! after a refill; frees push only while it is below. The empty heap's
 //! bins have `limit == 0`, so its frees never write to it.
+
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use super::classes::{CAPACITY, CLASS_SIZE, NR_CLASSES};
 
 /// A bin. See the module docs.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct Bin {
     /// The first free object, or null.
     pub head: *mut u8,
-    /// Objects on the list.
-    pub count: u32,
+    /// Objects on the list (written by the owner only).
+    count: AtomicU32,
     /// Most objects the bin holds before a free flushes half of them.
     pub limit: u32,
 }
@@ -75,9 +81,37 @@ impl Bin {
     pub const fn new(limit: u32) -> Bin {
         Bin {
             head: core::ptr::null_mut(),
-            count: 0,
+            count: AtomicU32::new(0),
             limit,
         }
+    }
+
+    /// Objects on the list.
+    #[inline(always)]
+    pub fn count(&self) -> u32 {
+        self.count.load(Relaxed)
+    }
+
+    /// Sets the count (the owner, after replacing the list).
+    #[inline(always)]
+    pub fn set_count(&self, n: u32) {
+        self.count.store(n, Relaxed);
+    }
+
+    /// The count of bin `b`, read from any thread (a stats snapshot).
+    ///
+    /// # Safety
+    /// `b` points at a live bin. Only its atomic `count` is read, so the
+    /// owner may be using the bin meanwhile.
+    pub unsafe fn count_of(b: *const Bin) -> u32 {
+        // SAFETY: a shared reference to the atomic field alone (contract).
+        unsafe { (*core::ptr::addr_of!((*b).count)).load(Relaxed) }
+    }
+
+    /// Whether a free may push (below `limit`).
+    #[inline(always)]
+    pub fn has_room(&self) -> bool {
+        self.count() < self.limit
     }
 
     /// Pops an object (its free key cleared), or null.
@@ -94,7 +128,7 @@ impl Bin {
                 self.head = obj.read() as *mut u8;
                 obj.add(1).write(0);
             }
-            self.count -= 1;
+            self.set_count(self.count() - 1);
         }
         p
     }
@@ -113,7 +147,7 @@ impl Bin {
             obj.add(1).write(key);
         }
         self.head = p;
-        self.count += 1;
+        self.set_count(self.count() + 1);
     }
 
     /// Keeps the first `keep` objects and returns the rest of the list
@@ -123,10 +157,10 @@ impl Bin {
     /// The list is well formed.
     pub unsafe fn split_after(&mut self, keep: u32) -> *mut u8 {
         if keep == 0 {
-            self.count = 0;
+            self.set_count(0);
             return core::mem::replace(&mut self.head, core::ptr::null_mut());
         }
-        if keep >= self.count {
+        if keep >= self.count() {
             return core::ptr::null_mut();
         }
         let mut last = self.head;
@@ -137,7 +171,7 @@ impl Bin {
             }
             let rest = (last as *mut usize).read() as *mut u8;
             (last as *mut usize).write(0);
-            self.count = keep;
+            self.set_count(keep);
             rest
         }
     }
@@ -149,7 +183,7 @@ impl Bin {
     pub unsafe fn contains(&self, p: *mut u8) -> bool {
         let mut q = self.head;
         let mut steps = 0;
-        while !q.is_null() && steps <= self.count {
+        while !q.is_null() && steps <= self.count() {
             if q == p {
                 return true;
             }

@@ -22,17 +22,17 @@ use super::slab::{self, Slab};
 pub enum Freed {
     /// Nothing: the object is on a bin or back on its slab.
     Done,
-    /// The object went back on its slab, which became empty or was full:
-    /// the owner's `slab_given_back` must see to it.
-    SlabChanged,
+    /// The object is a valid object of the caller's heap, but its bin is
+    /// full: the owner's [`Owned::give_back_one`] puts it back on its slab.
+    BinFull,
     /// The slow path ([`free_slow`]) must run: a bad pointer, or a slab of
     /// another heap.
     Slow,
 }
 
 /// Frees object `p` of slab `s`, from the thread whose heap is `h`: onto
-/// its bin when `h` owns the slab, or, when that bin is full, straight back
-/// on the slab's own list.
+/// its bin when `h` owns the slab; when that bin is full the caller's slow
+/// path puts it straight back on the slab's own list.
 ///
 /// # Safety
 /// `s` is the `head` of the descriptor of `p`'s page (non-null), `h` is the
@@ -52,16 +52,11 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
             && (*s).owner.load(Relaxed) == h as *mut u8
         {
             let bin = Heap::bin(h, (*s).class as usize);
-            if (*bin).count < (*bin).limit {
+            if (*bin).has_room() {
                 (*bin).push(p, key);
                 return Freed::Done;
             }
-            (p as *mut usize).add(1).write(key);
-            return if slab::give_back(s, p) {
-                Freed::SlabChanged
-            } else {
-                Freed::Done
-            };
+            return Freed::BinFull;
         }
         Freed::Slow
     }
@@ -92,7 +87,7 @@ pub unsafe fn free_sized(
             && (*s).owner.load(Relaxed) == h as *mut u8
         {
             let bin = Heap::bin(h, sc);
-            if (*bin).count < (*bin).limit {
+            if (*bin).has_room() {
                 (*bin).push(p, key);
                 return Freed::Done;
             }
@@ -171,7 +166,7 @@ pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Page
         let h: *const Heap = o.heap();
         match free(p, s, h, key) {
             Freed::Done => {}
-            Freed::SlabChanged => o.slab_given_back(s, pages),
+            Freed::BinFull => o.give_back_one(p, s, key, pages),
             Freed::Slow => free_slow(p, s, key),
         }
     }

@@ -67,7 +67,7 @@ use crate::section::{desc_of, page_addr};
 use crate::sync::bump;
 
 use super::bin::{Bin, BIN_LIMIT};
-use super::classes::{NR_CLASSES, SLAB_ORDER};
+use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
 use super::parked::Parked;
 use super::slab::{self, Slab, IN_FULL};
 
@@ -133,6 +133,27 @@ pub struct Heap {
     pub slabs_retired: AtomicU64,
     /// Objects freed by other threads and collected here.
     pub remote_collected: AtomicU64,
+    /// Bytes of objects taken off this heap's slabs (onto its bins), and
+    /// put back on them. Written by the owner alone (load and store, no
+    /// read-modify-write), so each only grows; see [`Heap::usage`].
+    small_taken: AtomicU64,
+    small_returned: AtomicU64,
+    /// Bytes of large blocks this heap's thread allocated, and freed.
+    large_allocated: AtomicU64,
+    large_freed: AtomicU64,
+}
+
+/// What a heap's counters say about bytes in use (see [`Heap::usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapUsage {
+    /// Bytes of small objects taken off slabs minus those put back.
+    pub small_out: i64,
+    /// Bytes of small objects waiting on bins (out of their slabs, but
+    /// free).
+    pub binned: u64,
+    /// Bytes of large blocks allocated minus freed through this heap (a
+    /// block freed by another thread counts there).
+    pub large_out: i64,
 }
 
 // SAFETY: a heap's owner-only state is reached only through `Owned`, which
@@ -167,7 +188,7 @@ impl Heap {
     }
 
     const fn with_limits(limits: [u32; NR_CLASSES]) -> Heap {
-        let mut bins = [Bin::new(0); NR_CLASSES];
+        let mut bins = [const { Bin::new(0) }; NR_CLASSES];
         let mut c = 0;
         while c < NR_CLASSES {
             bins[c] = Bin::new(limits[c]);
@@ -192,6 +213,54 @@ impl Heap {
             slabs_created: AtomicU64::new(0),
             slabs_retired: AtomicU64::new(0),
             remote_collected: AtomicU64::new(0),
+            small_taken: AtomicU64::new(0),
+            small_returned: AtomicU64::new(0),
+            large_allocated: AtomicU64::new(0),
+            large_freed: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts `bytes` of small objects put back on this heap's slabs.
+    /// Owner only.
+    #[inline]
+    pub fn note_small_returned(&self, bytes: usize) {
+        bump(&self.small_returned, bytes as u64);
+    }
+
+    /// Counts a large block of `bytes` allocated by this heap's thread.
+    /// Owner only.
+    #[inline]
+    pub fn note_large_allocated(&self, bytes: usize) {
+        bump(&self.large_allocated, bytes as u64);
+    }
+
+    /// Counts a large block of `bytes` freed by this heap's thread. Owner
+    /// only.
+    #[inline]
+    pub fn note_large_freed(&self, bytes: usize) {
+        bump(&self.large_freed, bytes as u64);
+    }
+
+    /// This heap's share of the bytes in use, from any thread. Summed over
+    /// every heap, `small_out - binned` is the bytes of live small objects
+    /// and `large_out` the bytes of live large blocks (each term may be
+    /// negative for one heap: an object can be freed by another heap than
+    /// the one that handed it out). Racy but never torn: each counter is
+    /// read once.
+    pub fn usage(&self) -> HeapUsage {
+        let local = self.local.get();
+        let mut binned = 0u64;
+        for (c, &size) in CLASS_SIZE.iter().enumerate() {
+            // SAFETY: the heap lives forever; only the bins' atomic counts
+            // are read (`Bin::count_of`).
+            let n = unsafe { Bin::count_of(addr_of!((*local).bins[c])) };
+            binned += u64::from(n) * u64::from(size);
+        }
+        let d = |a: &AtomicU64, b: &AtomicU64| a.load(Relaxed).wrapping_sub(b.load(Relaxed)) as i64;
+        HeapUsage {
+            small_out: d(&self.small_taken, &self.small_returned),
+            binned,
+            large_out: d(&self.large_allocated, &self.large_freed),
         }
     }
 
@@ -327,9 +396,13 @@ impl Owned<'_> {
         self.heap as *const Heap as *mut u8
     }
 
-    fn note_collected(&self, n: u32) {
+    /// Counts `n` objects of slab `s` freed remotely and collected.
+    fn note_collected(&self, s: *mut Slab, n: u32) {
         if n > 0 {
             bump(&self.heap.remote_collected, u64::from(n));
+            // SAFETY: s is a live slab of this heap.
+            let size = unsafe { slab::object_size(s) };
+            self.heap.note_small_returned(n as usize * size);
         }
     }
 
@@ -373,7 +446,7 @@ impl Owned<'_> {
                 if cur != empty_slab() {
                     if (*cur).free.is_null() {
                         let n = slab::collect_thread_free(cur);
-                        self.note_collected(n);
+                        self.note_collected(cur, n);
                         if n == 0 && !slab::extend(cur) {
                             if !slab::mark_full(cur) {
                                 continue; // remote frees arrived meanwhile
@@ -383,9 +456,13 @@ impl Owned<'_> {
                     }
                     if self.local.current[class] == cur {
                         let (head, n) = slab::take_all(cur);
+                        bump(
+                            &self.heap.small_taken,
+                            u64::from(n) * u64::from(CLASS_SIZE[class]),
+                        );
                         let bin = &mut self.local.bins[class];
                         bin.head = head;
-                        bin.count = n;
+                        bin.set_count(n);
                         return true;
                     }
                 }
@@ -428,7 +505,7 @@ impl Owned<'_> {
     /// Gives every bin back to the slabs.
     pub fn flush_bins(&mut self, pages: &Pages<'_>) {
         for class in 0..NR_CLASSES {
-            if self.local.bins[class].count > 0 {
+            if self.local.bins[class].count() > 0 {
                 self.flush(class, 0, pages);
             }
         }
@@ -444,14 +521,33 @@ impl Owned<'_> {
         // SAFETY: each object is free and ours (contract); its page
         // descriptor names its live slab.
         unsafe {
+            let mut bytes = 0;
             while !p.is_null() {
                 let next = (p as *mut usize).read() as *mut u8;
                 let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
                 debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
+                bytes += slab::object_size(s);
                 if slab::give_back(s, p) {
                     self.slab_given_back(s, pages);
                 }
                 p = next;
+            }
+            self.heap.note_small_returned(bytes);
+        }
+    }
+
+    /// Puts object `p` of slab `s` (being freed, its bin full) back on the
+    /// slab, marked with the free `key`.
+    ///
+    /// # Safety
+    /// This heap owns `s`; `p` is a live object of it that nobody uses.
+    pub unsafe fn give_back_one(&mut self, p: *mut u8, s: *mut Slab, key: usize, pages: &Pages<'_>) {
+        // SAFETY: p is ours to mark and relink (contract).
+        unsafe {
+            (p as *mut usize).add(1).write(key);
+            self.heap.note_small_returned(slab::object_size(s));
+            if slab::give_back(s, p) {
+                self.slab_given_back(s, pages);
             }
         }
     }
@@ -499,7 +595,7 @@ impl Owned<'_> {
                 let next = (*s).next;
                 (*s).next = ptr::null_mut();
                 (*s).flags &= !IN_FULL;
-                self.note_collected(slab::collect_thread_free(s));
+                self.note_collected(s, slab::collect_thread_free(s));
                 if (*s).used == 0 {
                     self.park_or_retire(s, pages);
                 } else {
@@ -593,7 +689,7 @@ impl Owned<'_> {
             for class in 0..NR_CLASSES {
                 let cur = self.local.current[class];
                 if cur != empty_slab() {
-                    self.note_collected(slab::collect_thread_free(cur));
+                    self.note_collected(cur, slab::collect_thread_free(cur));
                     if (*cur).used == 0 {
                         self.local.current[class] = empty_slab();
                         self.retire(cur, pages);
@@ -602,7 +698,7 @@ impl Owned<'_> {
                 let mut s = self.local.partial[class].first();
                 while !s.is_null() {
                     let next = (*s).next;
-                    self.note_collected(slab::collect_thread_free(s));
+                    self.note_collected(s, slab::collect_thread_free(s));
                     if (*s).used == 0 {
                         self.local.partial[class].remove(s);
                         self.retire(s, pages);
@@ -679,7 +775,7 @@ impl Owned<'_> {
             let mut n = 0;
             while !p.is_null() {
                 n += 1;
-                assert!(n <= bin.count, "bin longer than its count");
+                assert!(n <= bin.count(), "bin longer than its count");
                 // SAFETY: bin objects are free objects of live slabs.
                 unsafe {
                     let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
@@ -697,7 +793,7 @@ impl Owned<'_> {
                     p = (p as *mut usize).read() as *mut u8;
                 }
             }
-            assert_eq!(n, bin.count, "bin count");
+            assert_eq!(n, bin.count(), "bin count");
             binned += n as usize;
         }
         // SAFETY: the slabs on our lists are ours; quiescent.

@@ -10,7 +10,7 @@
 //! back.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering::*};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
 
 use crate::meta;
 use crate::pages::Pages;
@@ -24,6 +24,21 @@ pub struct HeapRegistry {
     all: AtomicPtr<Heap>,
     /// Heaps of exited threads, through `next_abandoned`.
     abandoned: Locked<usize>,
+    /// Bytes of large blocks freed by threads without a heap (rare: during
+    /// a thread's exit), which no heap's counters see.
+    large_freed_elsewhere: AtomicU64,
+}
+
+/// Bytes in use in the small objects and large blocks of every heap (see
+/// [`HeapRegistry::bytes_in_use`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BytesInUse {
+    /// Live small objects, by their class size.
+    pub small: u64,
+    /// Free small objects waiting on thread bins.
+    pub binned: u64,
+    /// Live large blocks, by their pages.
+    pub large: u64,
 }
 
 impl HeapRegistry {
@@ -32,6 +47,31 @@ impl HeapRegistry {
         HeapRegistry {
             all: AtomicPtr::new(ptr::null_mut()),
             abandoned: Locked::new(0),
+            large_freed_elsewhere: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a large block of `bytes` freed by a thread without a heap.
+    pub fn note_large_freed_elsewhere(&self, bytes: usize) {
+        self.large_freed_elsewhere.fetch_add(bytes as u64, Relaxed);
+    }
+
+    /// Bytes in use, summed over every heap's counters (a racy snapshot:
+    /// each counter is read once, so the sums are off by at most what
+    /// moved while they were read).
+    pub fn bytes_in_use(&self) -> BytesInUse {
+        let (mut small, mut binned, mut large) = (0i64, 0u64, 0i64);
+        self.for_each(|h| {
+            let u = h.usage();
+            small += u.small_out;
+            binned += u.binned;
+            large += u.large_out;
+        });
+        large -= self.large_freed_elsewhere.load(Relaxed) as i64;
+        BytesInUse {
+            small: (small - binned as i64).max(0) as u64,
+            binned,
+            large: large.max(0) as u64,
         }
     }
 

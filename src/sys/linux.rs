@@ -217,6 +217,34 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
     Some(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), len) })
 }
 
+/// Whether this process runs with elevated privileges (setuid/setgid,
+/// file capabilities): the kernel's AT_SECURE.
+pub fn secure_mode() -> bool {
+    // SAFETY: getauxval has no preconditions.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+/// Calls `f` on each `NAME=VALUE` entry of the environment (`environ`),
+/// without allocating.
+pub fn for_each_env(mut f: impl FnMut(&[u8])) {
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: environ is the process's environment: a null-terminated array
+    // of NUL-terminated strings; we only read it.
+    unsafe {
+        let mut e = environ;
+        if e.is_null() {
+            return;
+        }
+        while !(*e).is_null() {
+            let len = libc::strlen(*e);
+            f(core::slice::from_raw_parts((*e).cast::<u8>(), len));
+            e = e.add(1);
+        }
+    }
+}
+
 #[inline]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {

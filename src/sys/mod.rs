@@ -15,7 +15,7 @@ mod linux;
 pub use inject::inject_map_failures;
 
 pub use linux::{
-    coarse_now_ns, commit, current_cpu, getenv, llc_slice_bytes, map, map_fixed,
+    coarse_now_ns, commit, current_cpu, for_each_env, getenv, llc_slice_bytes, map, map_fixed,
     memory_limit_bytes, move_pages, now_ns, nr_cpus_online, nr_cpus_possible, page_size, release,
-    reserve, resize_in_place, unmap, write_fd, write_stderr, yield_now,
+    reserve, resize_in_place, secure_mode, unmap, write_fd, write_stderr, yield_now,
 };

@@ -20,20 +20,26 @@ pub const fn order_for_pages(n: usize) -> u32 {
     }
 }
 
-/// Parses a decimal size with an optional K/M/G/T suffix (powers of 1024),
-/// e.g. `64M`. Returns `None` on anything else, or on overflow.
+/// Parses a decimal size with an optional unit, powers of 1024: `K`/`KiB`,
+/// `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (any case, `B` alone means bytes), e.g.
+/// `64M` or `64MiB`. Returns `None` on anything else, or on overflow.
 pub fn parse_size(s: &[u8]) -> Option<u64> {
     let s = s.trim_ascii();
-    if s.is_empty() {
-        return None;
-    }
-    let (digits, shift) = match s[s.len() - 1] {
-        b'k' | b'K' => (&s[..s.len() - 1], 10),
-        b'm' | b'M' => (&s[..s.len() - 1], 20),
-        b'g' | b'G' => (&s[..s.len() - 1], 30),
-        b't' | b'T' => (&s[..s.len() - 1], 40),
-        _ => (s, 0),
-    };
+    let split = s.iter().position(|c| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    const UNITS: [(&[u8], u32); 10] = [
+        (b"", 0),
+        (b"b", 0),
+        (b"k", 10),
+        (b"kib", 10),
+        (b"m", 20),
+        (b"mib", 20),
+        (b"g", 30),
+        (b"gib", 30),
+        (b"t", 40),
+        (b"tib", 40),
+    ];
+    let (_, shift) = UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit))?;
     let v = parse_u64(digits)?;
     v.checked_mul(1u64 << shift)
 }
@@ -54,6 +60,12 @@ mod tests {
     #[test]
     fn sizes_parse_with_suffixes() {
         assert_eq!(parse_size(b"64M"), Some(64 << 20));
+        assert_eq!(parse_size(b"64MiB"), Some(64 << 20));
+        assert_eq!(parse_size(b"3kib"), Some(3 << 10));
+        assert_eq!(parse_size(b"1TiB"), Some(1 << 40));
+        assert_eq!(parse_size(b"5B"), Some(5));
+        assert_eq!(parse_size(b"5MB"), None);
+        assert_eq!(parse_size(b"M"), None);
         assert_eq!(parse_size(b" 2g\n"), Some(2 << 30));
         assert_eq!(parse_size(b"4096"), Some(4096));
         assert_eq!(parse_size(b"12x"), None);

@@ -3,7 +3,7 @@
 //! hand-back of idle memory to the OS.
 //!
 //! A userspace heap has no fixed RAM, so the kernel's notions map as
-//! DESIGN.md "The zone in userspace" says: *managed* pages are the pages the
+//! follows: *managed* pages are the pages the
 //! zone has committed; *free* pages are those on the buddy lists (pages in
 //! pagesets are not free, exactly as in the kernel). The zone grows by
 //! committing MAX_ORDER blocks (≥ 4 MiB at a time) when an allocation
@@ -26,6 +26,8 @@ mod release;
 pub mod watermark;
 
 use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::Relaxed};
+
+use crossbeam_utils::CachePadded;
 
 pub use buddy::{ZoneCounters, ZoneInner};
 pub use fallback::StealRules;
@@ -77,6 +79,8 @@ impl ZoneConfig {
 pub struct Budget {
     limit: AtomicUsize,
     used: AtomicUsize,
+    /// The most `used` has been.
+    peak: AtomicUsize,
 }
 
 impl Budget {
@@ -84,6 +88,7 @@ impl Budget {
         Budget {
             limit: AtomicUsize::new(0),
             used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
         }
     }
 
@@ -102,7 +107,12 @@ impl Budget {
                 .used
                 .compare_exchange_weak(used, next, Relaxed, Relaxed)
             {
-                Ok(_) => return true,
+                Ok(_) => {
+                    if next > self.peak.load(Relaxed) {
+                        self.peak.fetch_max(next, Relaxed);
+                    }
+                    return true;
+                }
                 Err(u) => used = u,
             }
         }
@@ -118,6 +128,11 @@ impl Budget {
         self.used.load(Relaxed)
     }
 
+    /// The most bytes charged at once so far.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Relaxed)
+    }
+
     /// The limit in bytes.
     pub fn limit(&self) -> usize {
         self.limit.load(Relaxed)
@@ -126,7 +141,10 @@ impl Budget {
 
 /// A buddy zone. See the module docs.
 pub struct Zone {
-    locked: Locked<ZoneInner>,
+    /// The lock and what it guards, on lines of their own: the atomics
+    /// below are read by every pageset without the lock (the kernel pads
+    /// `struct zone` the same way).
+    locked: CachePadded<Locked<ZoneInner>>,
     free_pages: AtomicUsize,
     managed_pages: AtomicUsize,
     flags: AtomicU32,
@@ -149,7 +167,7 @@ impl Zone {
     /// An empty, unconfigured zone (limit 0: it cannot grow).
     pub const fn new() -> Zone {
         Zone {
-            locked: Locked::new(ZoneInner::new()),
+            locked: CachePadded::new(Locked::new(ZoneInner::new())),
             free_pages: AtomicUsize::new(0),
             managed_pages: AtomicUsize::new(0),
             flags: AtomicU32::new(0),
@@ -376,6 +394,7 @@ impl Zone {
             pcp: self.pcp_params(),
             memory_limit: self.budget.limit(),
             budget_used: self.budget.used(),
+            budget_peak: self.budget.peak(),
             counters: z.c,
             lock_acquisitions: lock.acquisitions.load(Relaxed),
             lock_contended: lock.contended.load(Relaxed),
@@ -789,6 +808,8 @@ pub struct ZoneSnapshot {
     pub memory_limit: usize,
     /// Bytes charged against the limit (zone plus huge blocks).
     pub budget_used: usize,
+    /// The most bytes ever charged at once.
+    pub budget_peak: usize,
     /// Event counters.
     pub counters: ZoneCounters,
     /// Zone lock acquisitions.

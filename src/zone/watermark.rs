@@ -69,8 +69,8 @@ pub struct PcpParams {
     pub high_max: u32,
 }
 
-/// The pcp bounds as pcpalloc sets them (see DESIGN.md "A tension to
-/// settle with data"): `batch` from the memory limit, `high_min` from the
+/// The pcp bounds as pcpalloc sets them (a heap has no fixed RAM to take
+/// the kernel's zone-size fractions of): `batch` from the memory limit, `high_min` from the
 /// heap's own low watermark, `high_max` from the limit / 8; each split over
 /// the CPUs. A manual `high_fraction` (≥ 8) sets both bounds to
 /// `managed / fraction / cpus`, which turns auto-tuning off.
