@@ -1,0 +1,77 @@
+//! pcpalloc's own C entry points (declared in `include/pcpalloc.h`): one
+//! counter by name, as jemalloc's `mallctl("stats.allocated", ...)` reads
+//! one, and the whole report through a callback. Neither allocates.
+
+use core::ffi::{c_char, c_int, c_void, CStr};
+
+use crate::lines::{name_value, Lines};
+
+/// Reads the report's counter `name` (e.g. `"allocated_bytes"`,
+/// `"free_high"`, `"pcp_high_max"`, a `PCPALLOC_*` setting with a number)
+/// into `*value`. Returns 0, `ENOENT` for a name the report does not have,
+/// `EINVAL` for a null argument or a value that is not a number. Costs a
+/// stats snapshot (the zone and every pageset locked briefly): not for a
+/// hot loop.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string; `value` is null or valid
+/// for a write.
+#[no_mangle]
+pub unsafe extern "C" fn pcpalloc_stat(name: *const c_char, value: *mut u64) -> c_int {
+    if name.is_null() || value.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: name is NUL-terminated (contract).
+    let want = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let mut found: Option<Option<u64>> = None;
+    let mut w = Lines::new(|line| {
+        let (n, v) = name_value(line);
+        if found.is_none() && n == want {
+            found = Some(parse_u64(v));
+        }
+    });
+    let _ = pcpalloc_core::write_report(&mut w);
+    w.finish();
+    match found {
+        None => libc::ENOENT,
+        Some(None) => libc::EINVAL,
+        Some(Some(v)) => {
+            // SAFETY: value is valid for a write (contract).
+            unsafe { value.write(v) };
+            0
+        }
+    }
+}
+
+fn parse_u64(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |acc, &c| {
+        let d = c.checked_sub(b'0').filter(|d| *d < 10)?;
+        acc.checked_mul(10)?.checked_add(u64::from(d))
+    })
+}
+
+/// The callback of [`pcpalloc_report`]: `len` bytes of report text at
+/// `text` (not NUL-terminated).
+pub type ReportWriter = unsafe extern "C" fn(ctx: *mut c_void, text: *const c_char, len: usize);
+
+/// Writes the report (what `PCPALLOC_STATS=1` prints at exit) through
+/// `write`, in chunks of whole lines. The snapshot is taken before the
+/// first call, and no lock is held during one, so `write` may allocate.
+/// Returns 0, or `EINVAL` if `write` is null.
+///
+/// # Safety
+/// `write` is null or a function safe to call with `ctx`.
+#[no_mangle]
+pub unsafe extern "C" fn pcpalloc_report(write: Option<ReportWriter>, ctx: *mut c_void) -> c_int {
+    let Some(write) = write else {
+        return libc::EINVAL;
+    };
+    pcpalloc_core::internals::report_to(|chunk| {
+        // SAFETY: the caller vouches for write and ctx.
+        unsafe { write(ctx, chunk.as_ptr().cast(), chunk.len()) }
+    });
+    0
+}
