@@ -2,7 +2,7 @@
 //! aligned calls, sizes 0 to 8 MiB and alignments 1 B to 4 MiB, against a
 //! model: every block is pattern-filled and checked before it is freed or
 //! reallocated, usable sizes cover requests, alignment holds, and the heap's
-//! invariants hold at the end. PCPALLOC_FUZZ_CASES sets the number of
+//! invariants hold at the end. PCPTEST_FUZZ_CASES sets the number of
 //! sequences (default 64; by hand we ran far more, see the README).
 
 use pcpalloc::internals::malloc as m;
@@ -86,7 +86,7 @@ fn new_block(p: *mut u8, n: usize, align: usize, seed: u8) -> Option<Live> {
 }
 
 fn cases() -> u32 {
-    std::env::var("PCPALLOC_FUZZ_CASES")
+    std::env::var("PCPTEST_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(64)

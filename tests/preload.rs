@@ -191,6 +191,85 @@ fn bad_tunables_warn_and_use_defaults() {
 }
 
 #[test]
+fn glibc_entry_points_share_our_heap_and_report_it() {
+    let bin = c_program("glibc_abi");
+    let o = run_ok(preloaded(&bin).env("PCPALLOC_STAT", "1"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(out.contains("glibc_abi ok"), "{}", text(&o));
+    // The misspelt variable gets one line, naming it.
+    assert_eq!(
+        err.matches("pcpalloc: ignoring PCPALLOC_STAT: not a setting of pcpalloc")
+            .count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn cxx_operators_reach_us_and_throw_bad_alloc() {
+    if !require("c++") {
+        return;
+    }
+    let bin = c_program("cxx_ops");
+    let o = run_ok(preloaded(&bin).env("PCPALLOC_STATS", "1"));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("cxx_ops ok"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn sizes_take_binary_suffixes_and_rejections_give_the_rule() {
+    let o = run_ok(
+        preloaded("ls")
+            .arg("/")
+            .env("PCPALLOC_MEMORY_LIMIT", "64MiB")
+            .env("PCPALLOC_STATS", "1"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("ignoring"), "{err}");
+    assert!(err.lines().any(|l| l == "PCPALLOC_MEMORY_LIMIT 67108864"), "{err}");
+    let o = run_ok(preloaded("ls").arg("/").env("PCPALLOC_MEMORY_LIMIT", "1M"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ignoring PCPALLOC_MEMORY_LIMIT=1M (below the minimum of 4 MiB)"),
+        "{err}"
+    );
+    let o = run_ok(preloaded("ls").arg("/").env("PCPALLOC_DECAY_MS", "70000"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("above the maximum of 60000 ms"), "{err}");
+}
+
+#[test]
+fn stats_file_gets_the_report_per_process() {
+    let dir = tempdir("statsfile");
+    let pattern = dir.join("report.%p");
+    // Two processes, two reports, each named by its process id.
+    let o = run_ok(
+        preloaded("sh")
+            .args(["-c", "ls / >/dev/null; ls / >/dev/null"])
+            .env("PCPALLOC_STATS_FILE", &pattern),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("allocated_bytes"), "report went to stderr: {err}");
+    let mut reports = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let pid = name.strip_prefix("report.").expect("named by the pattern");
+        assert!(pid.parse::<u32>().is_ok(), "%p not replaced: {name}");
+        let report = std::fs::read_to_string(&path).unwrap();
+        assert!(report.starts_with("pcpalloc_version "), "{report}");
+        assert!(report.contains("\nPCPALLOC_STATS_FILE "), "{report}");
+        assert!(report.contains("\nallocated_bytes "), "{report}");
+        reports += 1;
+    }
+    assert!(reports >= 2, "one report per process expected, found {reports}");
+}
+
+#[test]
 fn stats_report_at_exit() {
     let o = run_ok(preloaded("ls").arg("/").env("PCPALLOC_STATS", "1"));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -211,6 +290,19 @@ fn stats_report_at_exit() {
         err.lines().all(|l| l.split(' ').count() == 2),
         "not name value lines: {err}"
     );
+    // The version, then every setting in force, then the counters.
+    let first = err.lines().next().unwrap_or("");
+    assert_eq!(first, concat!("pcpalloc_version ", env!("CARGO_PKG_VERSION")));
+    for name in ["PCPALLOC_PCP cpu", "PCPALLOC_STATS 1", "PCPALLOC_HEURISTICS all"] {
+        assert!(err.lines().any(|l| l == name), "missing {name}: {err}");
+    }
+    for name in ["allocated_bytes", "active_bytes", "resident_bytes", "mapped_bytes", "peak_mapped_bytes"] {
+        let v: u64 = err
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("missing {name}: {err}"));
+        assert!(v > 0, "{name} is 0: {err}");
+    }
 }
 
 /// Runs `sh -c script` with and without the preload; outputs must match.

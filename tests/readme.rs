@@ -12,3 +12,31 @@ fn readme_lists_every_tunable() {
         );
     }
 }
+
+#[test]
+fn readme_opens_with_how_to_use_it() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let first_screen: String = readme.lines().take(45).collect::<Vec<_>>().join("\n");
+    for what in [
+        "[dependencies]",
+        "pcpalloc = \"0.1\"",
+        "#[global_allocator]",
+        "static GLOBAL: pcpalloc::PcpAlloc = pcpalloc::PcpAlloc;",
+        "LD_PRELOAD=",
+        "(#configuration)",
+    ] {
+        assert!(first_screen.contains(what), "the README's first screen lacks {what}");
+    }
+    // The first two commands: the main job, then the tests — which is
+    // what CI runs.
+    let commands: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("cargo ") || l.starts_with("LD_PRELOAD="))
+        .take(2)
+        .collect();
+    assert!(commands[0].starts_with("cargo bench --bench workloads"), "{commands:?}");
+    assert!(commands[1].starts_with("cargo test --workspace --release"), "{commands:?}");
+    let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
+    assert!(ci.contains("\ncargo test --workspace --release\n"), "CI must run the README's test command");
+}

@@ -250,7 +250,7 @@ fn a_thread_gives_other_heaps_objects_back_to_their_slabs() {
         // Nothing stays with the freeing heap (it would be reused next to
         // the owner's live objects): every object is on its slab's remote
         // list, and the owner takes them back on its next refill.
-        assert_eq!(o.local().bins[class].count, 0);
+        assert_eq!(o.local().bins[class].count(), 0);
         let s = (*pcpalloc::internals::desc_of(v[0] as usize))
             .head
             .load(Relaxed)

@@ -1,7 +1,7 @@
 //! Stress: 16 threads on 2 CPUs, mixed allocation sizes from 1 B to
 //! 6 MiB, cross-thread frees through shared bins, thread churn, every block
 //! pattern-checked before it is freed; then the whole heap's invariants.
-//! PCPALLOC_STRESS_SECS sets the duration (default 8 s).
+//! PCPTEST_STRESS_SECS sets the duration (default 8 s).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -80,7 +80,7 @@ fn wait_for_exited_threads() {
 
 #[test]
 fn sixteen_threads_cross_frees_and_churn() {
-    let secs: f64 = std::env::var("PCPALLOC_STRESS_SECS")
+    let secs: f64 = std::env::var("PCPTEST_STRESS_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(8.0);
@@ -110,7 +110,7 @@ fn sixteen_threads_cross_frees_and_churn() {
                                 if mine.len() > 64 || i % 3 == 0 {
                                     let b = mine.swap_remove((rng as usize) % mine.len());
                                     // Hand it to some other thread, or free it.
-                                    if rng % 2 == 0 {
+                                    if rng.is_multiple_of(2) {
                                         bins[(rng as usize >> 3) % BINS].lock().unwrap().push(b);
                                     } else {
                                         check_free(b);

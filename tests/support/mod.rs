@@ -41,8 +41,9 @@ pub fn preload_lib() -> &'static Path {
     })
 }
 
-/// Compiles tests/c/<name>.c (once per test binary, even when several
-/// tests ask at once) and returns the binary.
+/// Compiles tests/c/<name>.c, or <name>.cpp with the C++ compiler (once
+/// per test binary, even when several tests ask at once) and returns the
+/// binary.
 pub fn c_program(name: &str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let out_dir = target_dir().join("ctests");
@@ -52,14 +53,19 @@ pub fn c_program(name: &str) -> PathBuf {
         return bin;
     }
     std::fs::create_dir_all(&out_dir).unwrap();
-    let src = root().join("tests/c").join(format!("{name}.c"));
+    let c = root().join("tests/c").join(format!("{name}.c"));
+    let (src, compiler) = if c.exists() {
+        (c, "cc")
+    } else {
+        (root().join("tests/c").join(format!("{name}.cpp")), "c++")
+    };
     let tmp = out_dir.join(format!("{name}.tmp{}", std::process::id()));
-    let status = Command::new("cc")
+    let status = Command::new(compiler)
         .args(["-O2", "-g", "-pthread", "-Wall", "-Wno-unused-result", "-o"])
         .arg(&tmp)
         .arg(&src)
         .status()
-        .expect("run cc");
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
     assert!(status.success(), "compiling {name}.c failed");
     std::fs::rename(&tmp, &bin).unwrap();
     built.push(name.to_string());
@@ -97,17 +103,29 @@ pub fn have(program: &str) -> bool {
 }
 
 /// Whether `program` is available; when it is not, the test is skipped —
-/// unless PCPALLOC_REQUIRE_PROGRAMS=1 (set by .ci/run, which installs
+/// unless PCPTEST_REQUIRE_PROGRAMS=1 (set by .ci/run, which installs
 /// them), in which case missing it is a failure.
 pub fn require(program: &str) -> bool {
     if have(program) {
         return true;
     }
-    if std::env::var("PCPALLOC_REQUIRE_PROGRAMS").as_deref() == Ok("1") {
-        panic!("{program} is required (PCPALLOC_REQUIRE_PROGRAMS=1) but not installed");
+    if std::env::var("PCPTEST_REQUIRE_PROGRAMS").as_deref() == Ok("1") {
+        panic!("{program} is required (PCPTEST_REQUIRE_PROGRAMS=1) but not installed");
     }
-    eprintln!("skipping: {program} is not installed");
+    skip(&format!("{program} is not installed"));
     false
+}
+
+/// Says that the running test skips its work, and why. Written straight to
+/// the process's stderr, past the test harness's capture, so the skip shows
+/// in the CI log even though the test passes.
+pub fn skip(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIPPED {}: {why}",
+        std::thread::current().name().unwrap_or("a test")
+    );
 }
 
 /// A fresh temporary directory for one test.

@@ -1,0 +1,48 @@
+//! The examples build and run: the Rust global allocator one, and the C
+//! program under LD_PRELOAD.
+
+mod support;
+
+use std::process::Command;
+
+use support::*;
+
+#[test]
+fn global_allocator_example_runs() {
+    // Its own target directory (cargo holds the lock on the main one while
+    // tests run), shared with the preload library's build.
+    let dir = root().join("target").join("preload");
+    let o = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--release", "--example", "global_allocator", "--target-dir"])
+        .arg(&dir)
+        .current_dir(root())
+        .output()
+        .expect("run cargo");
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("200000 entries live in 4 maps"), "{out}");
+    let allocated: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("allocated")?.trim().strip_suffix(" KiB")?.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(allocated > 4 << 10, "the maps hold several MiB: {out}");
+}
+
+#[test]
+fn c_example_runs_under_preload() {
+    let src = root().join("examples/preload.c");
+    let bin = std::env::temp_dir().join(format!("pcpalloc-example-{}", std::process::id()));
+    let status = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    assert!(status.success());
+    let o = run_ok(&mut preloaded(&bin));
+    let _ = std::fs::remove_file(&bin);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("malloc is pcpalloc"), "{out}");
+    assert!(out.contains("pcpalloc_stat: resident_bytes"), "{out}");
+    assert!(out.ends_with("done\n"), "{out}");
+}
