@@ -63,7 +63,6 @@
 )))]
 compile_error!("pcpalloc supports Linux on x86-64 and aarch64 only");
 
-
 mod config;
 mod geometry;
 mod global;
@@ -81,6 +80,7 @@ mod slab;
 mod stats_report;
 mod sync;
 mod sys;
+mod trace;
 mod tunables;
 mod util;
 mod zone;
@@ -127,6 +127,16 @@ pub mod internals {
     /// The malloc family with C semantics.
     pub mod malloc {
         pub use crate::malloc::*;
+    }
+    /// Large blocks, driven as values (the replay).
+    pub mod large {
+        pub use crate::large::{alloc, free, order_for, usable_size};
+    }
+    /// The trace format (`PCPALLOC_TRACE`).
+    pub mod trace {
+        pub use crate::trace::{
+            ChunkHeader, Event, FileHeader, Op, BUFFER_EVENTS, FLUSH_AGE_NS, MAGIC, VERSION,
+        };
     }
     pub use crate::page::{LargeBlock, MigrateType, Page, PageKind, PageList};
     pub use crate::pages::{PageAllocator, Pages};

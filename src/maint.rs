@@ -13,6 +13,7 @@
 
 use crate::large::huge::HugeBlocks;
 use crate::pages::PageAllocator;
+use crate::pcp::Pageset;
 use crate::slab::HeapRegistry;
 use crate::zone::watermark::WMARK_HIGH;
 
@@ -21,6 +22,10 @@ use crate::zone::watermark::WMARK_HIGH;
 pub struct TickWork {
     /// Give idle free memory back to the OS (madvise).
     pub release_memory: bool,
+    /// The pageset the slabs taken back from heaps go through: null for the
+    /// calling thread's CPU's (the runtime), a fixed one where the outcome
+    /// must not depend on where the tick runs (the replay).
+    pub home: *const Pageset,
 }
 
 /// Runs one tick over `pages`, `heaps` and `huge`. Returns the bytes given
@@ -38,9 +43,9 @@ pub fn tick(
         ps.tick(zone, &k);
     });
     zone.clear_below_high_if_ok();
-    let through_cpu = pages.through(core::ptr::null(), false);
-    heaps.release_parked_everywhere(&through_cpu);
-    heaps.collect_abandoned(&through_cpu);
+    let home = pages.through(work.home, false);
+    heaps.release_parked_everywhere(&home);
+    heaps.collect_abandoned(&home);
     let unmapped = huge.tick(&zone.budget, zone.epoch());
     if work.release_memory {
         unmapped + zone.release_idle(1, zone.wmark(WMARK_HIGH))

@@ -170,6 +170,8 @@ impl Stats {
             t.pgalloc += c.pgalloc;
             t.pgfree += c.pgfree;
             t.decayed += c.decayed;
+            t.refill_max = t.refill_max.max(c.refill_max);
+            t.drain_max = t.drain_max.max(c.drain_max);
             s.pcp_count += st.count.max(0) as u64;
             s.pcp_lock_busy += busy;
             if c.pgalloc + c.pgfree > 0 && n < MAX_REPORTED_PAGESETS {
@@ -295,6 +297,8 @@ impl Stats {
             "pcp_pgalloc" => t.pgalloc,
             "pcp_pgfree" => t.pgfree,
             "pcp_decayed" => t.decayed,
+            "pcp_refill_max" => t.refill_max,
+            "pcp_drain_max" => t.drain_max,
             "pcp_lock_busy" => self.pcp_lock_busy,
             "nr_pagesets" => self.nr_pagesets,
         }

@@ -10,8 +10,8 @@
 //! init, and the benchmark changes them to reproduce the seeds' ablation
 //! rows inside one process.
 
-use core::fmt::{self, Write};
 use core::cell::UnsafeCell;
+use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 use crate::sys;
@@ -188,8 +188,58 @@ fn update_knobs(f: impl FnOnce(&mut Knobs)) {
     KNOBS.store(k.to_bits(), Relaxed);
 }
 
-/// Longest `PCPALLOC_STATS_FILE` path kept.
+/// Longest path a setting keeps (`PCPALLOC_STATS_FILE`, `PCPALLOC_TRACE`).
 pub const STATS_FILE_MAX: usize = 256;
+
+/// A path setting: NUL-terminated, empty when unset. Written once at init,
+/// before any thread reads it (the init state's Release/Acquire orders
+/// that).
+pub struct PathSetting {
+    bytes: UnsafeCell<[u8; STATS_FILE_MAX]>,
+}
+
+// SAFETY: written only by `load_from_env` during init, before anything
+// reads it (see the type's docs).
+unsafe impl Sync for PathSetting {}
+
+impl PathSetting {
+    const fn new() -> PathSetting {
+        PathSetting {
+            bytes: UnsafeCell::new([0; STATS_FILE_MAX]),
+        }
+    }
+
+    /// The path, if one was set.
+    pub fn get(&self) -> Option<&core::ffi::CStr> {
+        // SAFETY: written only during init (see the Sync impl).
+        let buf = unsafe { &*self.bytes.get() };
+        let c = core::ffi::CStr::from_bytes_until_nul(buf).ok()?;
+        (!c.is_empty()).then_some(c)
+    }
+
+    /// Sets the path (init only).
+    fn set(&self, v: &[u8]) -> Verdict {
+        if v.is_empty() || v.contains(&0) {
+            return Err("empty");
+        }
+        if v.len() >= STATS_FILE_MAX {
+            return Err("longer than 255 bytes");
+        }
+        // SAFETY: init is single-threaded for the settings (see the Sync
+        // impl).
+        let buf = unsafe { &mut *self.bytes.get() };
+        buf[..v.len()].copy_from_slice(v);
+        buf[v.len()] = 0;
+        Ok(())
+    }
+
+    fn show(&self, w: &mut dyn Write, unset: &str) -> fmt::Result {
+        match self.get() {
+            Some(c) => w.write_str(c.to_str().unwrap_or("(not UTF-8)")),
+            None => w.write_str(unset),
+        }
+    }
+}
 
 /// Settings read once at init (not changeable afterwards).
 pub struct Settings {
@@ -207,14 +257,13 @@ pub struct Settings {
     pub stats_at_exit: AtomicBool,
     /// Seed 004 stealing rules on.
     pub steal_seed_004: AtomicBool,
-    /// Where the report at exit goes (`PCPALLOC_STATS_FILE`, NUL-terminated;
-    /// empty: stderr). Written once at init, before any thread reads it.
-    stats_file: UnsafeCell<[u8; STATS_FILE_MAX]>,
+    /// Where the report at exit goes (`PCPALLOC_STATS_FILE`; unset:
+    /// stderr).
+    pub stats_file: PathSetting,
+    /// Where the trace goes (`PCPALLOC_TRACE`: PREFIX.<pid>; unset: no
+    /// trace).
+    pub trace_prefix: PathSetting,
 }
-
-// SAFETY: `stats_file` is written only by `load_from_env`, during init,
-// before anything reads it (the init state's Release/Acquire orders that).
-unsafe impl Sync for Settings {}
 
 /// The init-time settings.
 pub static SETTINGS: Settings = Settings {
@@ -225,7 +274,8 @@ pub static SETTINGS: Settings = Settings {
     background: AtomicBool::new(true),
     stats_at_exit: AtomicBool::new(false),
     steal_seed_004: AtomicBool::new(true),
-    stats_file: UnsafeCell::new([0; STATS_FILE_MAX]),
+    stats_file: PathSetting::new(),
+    trace_prefix: PathSetting::new(),
 };
 
 impl Settings {
@@ -237,14 +287,6 @@ impl Settings {
         } else {
             PcpMode::Cpu
         }
-    }
-
-    /// The report file's path, NUL-terminated, if one was set.
-    pub fn stats_file(&self) -> Option<&core::ffi::CStr> {
-        // SAFETY: written only during init (see the Sync impl).
-        let buf = unsafe { &*self.stats_file.get() };
-        let c = core::ffi::CStr::from_bytes_until_nul(buf).ok()?;
-        (!c.is_empty()).then_some(c)
     }
 }
 
@@ -466,21 +508,19 @@ pub static TUNABLES: &[Tunable] = &[
         default: "(stderr)",
         doc: "Write the report at exit to this file instead of stderr (implies PCPALLOC_STATS=1).",
         apply: |v| {
-            if v.is_empty() || v.contains(&0) {
-                return Err("empty");
-            }
-            if v.len() >= STATS_FILE_MAX {
-                return Err("longer than 255 bytes");
-            }
-            // SAFETY: init is single-threaded for the settings (see the
-            // Sync impl of Settings).
-            let buf = unsafe { &mut *SETTINGS.stats_file.get() };
-            buf[..v.len()].copy_from_slice(v);
-            buf[v.len()] = 0;
+            SETTINGS.stats_file.set(v)?;
             SETTINGS.stats_at_exit.store(true, Relaxed);
             Ok(())
         },
-        show: |w, _| match SETTINGS.stats_file() { Some(c) => w.write_str(c.to_str().unwrap_or("(not UTF-8)")), None => w.write_str("(stderr)") },
+        show: |w, _| SETTINGS.stats_file.show(w, "(stderr)"),
+    },
+    Tunable {
+        name: "PCPALLOC_TRACE",
+        values: "a path prefix",
+        default: "(none)",
+        doc: "Record every allocation event to PREFIX.<pid> for pcpalloc-replay (see the README's Replay section).",
+        apply: |v| SETTINGS.trace_prefix.set(v),
+        show: |w, _| SETTINGS.trace_prefix.show(w, "(none)"),
     },
     Tunable {
         name: "PCPALLOC_STEAL",
@@ -499,10 +539,6 @@ pub static TUNABLES: &[Tunable] = &[
         show: |w, _| w.write_str(if SETTINGS.steal_seed_004.load(Relaxed) { "seed004" } else { "baseline" }),
     },
 ];
-
-/// `PCPALLOC_` names read by other parts (the trace of the replay) that
-/// are not settings of the allocator itself.
-pub static OTHER_NAMES: &[&str] = &["PCPALLOC_TRACE"];
 
 fn show_bool(w: &mut dyn Write, cell: &AtomicBool) -> fmt::Result {
     w.write_str(if cell.load(Relaxed) { "1" } else { "0" })
@@ -633,10 +669,10 @@ pub fn load_from_env() {
         let Some(rest) = entry.strip_prefix(b"PCPALLOC_") else {
             return;
         };
-        let name_len = b"PCPALLOC_".len() + rest.iter().position(|&c| c == b'=').unwrap_or(rest.len());
+        let name_len =
+            b"PCPALLOC_".len() + rest.iter().position(|&c| c == b'=').unwrap_or(rest.len());
         let name = &entry[..name_len];
-        let known = TUNABLES.iter().any(|t| t.name.as_bytes() == name)
-            || OTHER_NAMES.iter().any(|n| n.as_bytes() == name);
+        let known = TUNABLES.iter().any(|t| t.name.as_bytes() == name);
         if !known {
             let mut line = FixedBuf::<160>::new();
             line.push_bytes(b"pcpalloc: ignoring ");

@@ -34,7 +34,10 @@ fn the_allocator_starts_with_its_config() {
     let r = report();
     assert_eq!(setting(&r, "PCPALLOC_DECAY_MS"), "250");
     assert_eq!(setting(&r, "PCPALLOC_PCP"), "thread");
-    assert_eq!(setting(&r, "PCPALLOC_MEMORY_LIMIT"), (3u64 << 30).to_string());
+    assert_eq!(
+        setting(&r, "PCPALLOC_MEMORY_LIMIT"),
+        (3u64 << 30).to_string()
+    );
     assert_eq!(
         setting(&r, "PCPALLOC_HEURISTICS"),
         "prev_free_high_order,free_high_batch,alloc_factor"
@@ -52,7 +55,13 @@ fn print_report() {
 #[test]
 fn the_environment_overrides_the_config() {
     let o = Command::new(std::env::current_exe().unwrap())
-        .args(["print_report", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "print_report",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("PCPALLOC_DECAY_MS", "500")
         .env("PCPALLOC_HEURISTICS", "all")
         .output()

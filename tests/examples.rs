@@ -13,7 +13,14 @@ fn global_allocator_example_runs() {
     // tests run), shared with the preload library's build.
     let dir = root().join("target").join("preload");
     let o = Command::new(env!("CARGO"))
-        .args(["run", "--quiet", "--release", "--example", "global_allocator", "--target-dir"])
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--example",
+            "global_allocator",
+            "--target-dir",
+        ])
         .arg(&dir)
         .current_dir(root())
         .output()
@@ -23,7 +30,13 @@ fn global_allocator_example_runs() {
     assert!(out.contains("200000 entries live in 4 maps"), "{out}");
     let allocated: u64 = out
         .lines()
-        .find_map(|l| l.strip_prefix("allocated")?.trim().strip_suffix(" KiB")?.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix("allocated")?
+                .trim()
+                .strip_suffix(" KiB")?
+                .parse()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("{out}"));
     assert!(allocated > 4 << 10, "the maps hold several MiB: {out}");
 }

@@ -230,7 +230,10 @@ fn sizes_take_binary_suffixes_and_rejections_give_the_rule() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("ignoring"), "{err}");
-    assert!(err.lines().any(|l| l == "PCPALLOC_MEMORY_LIMIT 67108864"), "{err}");
+    assert!(
+        err.lines().any(|l| l == "PCPALLOC_MEMORY_LIMIT 67108864"),
+        "{err}"
+    );
     let o = run_ok(preloaded("ls").arg("/").env("PCPALLOC_MEMORY_LIMIT", "1M"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -253,7 +256,10 @@ fn stats_file_gets_the_report_per_process() {
             .env("PCPALLOC_STATS_FILE", &pattern),
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("allocated_bytes"), "report went to stderr: {err}");
+    assert!(
+        !err.contains("allocated_bytes"),
+        "report went to stderr: {err}"
+    );
     let mut reports = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -266,7 +272,10 @@ fn stats_file_gets_the_report_per_process() {
         assert!(report.contains("\nallocated_bytes "), "{report}");
         reports += 1;
     }
-    assert!(reports >= 2, "one report per process expected, found {reports}");
+    assert!(
+        reports >= 2,
+        "one report per process expected, found {reports}"
+    );
 }
 
 #[test]
@@ -292,11 +301,24 @@ fn stats_report_at_exit() {
     );
     // The version, then every setting in force, then the counters.
     let first = err.lines().next().unwrap_or("");
-    assert_eq!(first, concat!("pcpalloc_version ", env!("CARGO_PKG_VERSION")));
-    for name in ["PCPALLOC_PCP cpu", "PCPALLOC_STATS 1", "PCPALLOC_HEURISTICS all"] {
+    assert_eq!(
+        first,
+        concat!("pcpalloc_version ", env!("CARGO_PKG_VERSION"))
+    );
+    for name in [
+        "PCPALLOC_PCP cpu",
+        "PCPALLOC_STATS 1",
+        "PCPALLOC_HEURISTICS all",
+    ] {
         assert!(err.lines().any(|l| l == name), "missing {name}: {err}");
     }
-    for name in ["allocated_bytes", "active_bytes", "resident_bytes", "mapped_bytes", "peak_mapped_bytes"] {
+    for name in [
+        "allocated_bytes",
+        "active_bytes",
+        "resident_bytes",
+        "mapped_bytes",
+        "peak_mapped_bytes",
+    ] {
         let v: u64 = err
             .lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())

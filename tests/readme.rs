@@ -26,7 +26,10 @@ fn readme_opens_with_how_to_use_it() {
         "LD_PRELOAD=",
         "(#configuration)",
     ] {
-        assert!(first_screen.contains(what), "the README's first screen lacks {what}");
+        assert!(
+            first_screen.contains(what),
+            "the README's first screen lacks {what}"
+        );
     }
     // The first two commands: the main job, then the tests — which is
     // what CI runs.
@@ -35,8 +38,17 @@ fn readme_opens_with_how_to_use_it() {
         .filter(|l| l.starts_with("cargo ") || l.starts_with("LD_PRELOAD="))
         .take(2)
         .collect();
-    assert!(commands[0].starts_with("cargo bench --bench workloads"), "{commands:?}");
-    assert!(commands[1].starts_with("cargo test --workspace --release"), "{commands:?}");
+    assert!(
+        commands[0].starts_with("cargo bench --bench workloads"),
+        "{commands:?}"
+    );
+    assert!(
+        commands[1].starts_with("cargo test --workspace --release"),
+        "{commands:?}"
+    );
     let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
-    assert!(ci.contains("\ncargo test --workspace --release\n"), "CI must run the README's test command");
+    assert!(
+        ci.contains("\ncargo test --workspace --release\n"),
+        "CI must run the README's test command"
+    );
 }

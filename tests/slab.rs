@@ -56,6 +56,7 @@ impl Env {
             &self.huge,
             TickWork {
                 release_memory: false,
+                home: std::ptr::null(),
             },
         );
     }

@@ -51,6 +51,10 @@ pub struct PcpCounters {
     pub pgfree: u64,
     /// Pages drained by the tick (decay and expiry).
     pub decayed: u64,
+    /// The most pages one refill took from the zone.
+    pub refill_max: u64,
+    /// The most pages one bulk free gave back to the zone.
+    pub drain_max: u64,
 }
 
 /// The lock-guarded part of a pageset.
@@ -154,6 +158,8 @@ impl Pageset {
                     pgalloc: 0,
                     pgfree: 0,
                     decayed: 0,
+                    refill_max: 0,
+                    drain_max: 0,
                 },
                 last_activity: 0,
                 idle_ticks: 0,
@@ -245,6 +251,7 @@ impl Pageset {
             inner.s.count += pages;
             inner.c.alloc_zone += pages as u64;
             inner.c.refills += 1;
+            inner.c.refill_max = inner.c.refill_max.max(pages as u64);
             if n == 0 {
                 return core::ptr::null_mut();
             }
@@ -473,5 +480,6 @@ fn free_pcppages_bulk(zone: &Zone, g: &mut PagesetGuard<'_>, count: i32, pindex:
     drop(z);
     g.c.free_zone += freed as u64;
     g.c.drains += 1;
+    g.c.drain_max = g.c.drain_max.max(freed as u64);
     freed
 }

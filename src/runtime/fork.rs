@@ -14,7 +14,7 @@ use crate::sync;
 use crate::tunables::{PcpMode, SETTINGS};
 
 use super::process::{self, HEAPS, HUGE, PAGES};
-use super::{tick, tls};
+use super::{record, tick, tls};
 
 /// One lock (or family of locks) of the allocator.
 pub struct LockClass {
@@ -35,11 +35,13 @@ pub struct LockClass {
 ///    tried on allocation and free paths; busy → straight to the zone);
 /// 4. the zone lock;
 /// 5. the huge-block cache (a leaf: nothing is taken under it);
-/// 6. the metadata arena (heaps and pagesets are made under 2 and 3).
+/// 6. the metadata arena (heaps and pagesets are made under 2 and 3);
+/// 7. the trace buffers, one per heap (a leaf each: an event is pushed,
+///    and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub static LOCKS: [LockClass; 6] = [
+pub static LOCKS: [LockClass; 7] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
@@ -82,6 +84,13 @@ pub static LOCKS: [LockClass; 6] = [
             unsafe { meta::unlock_after_fork(child) }
         },
     },
+    LockClass {
+        take: || record::lock_all(&HEAPS),
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took them with `take`.
+            unsafe { record::unlock_all(&HEAPS, child) }
+        },
+    },
 ];
 
 /// Releases (parent) or resets (child) a mutex taken before fork.
@@ -118,7 +127,14 @@ extern "C" fn child() {
         // lock of the list in the parent before the fork.
         unsafe { (l.release)(true) };
     }
-    HEAPS.mark_lost_except(tls::heap());
+    let me = tls::current_heap();
+    HEAPS.mark_lost_except(me);
+    // SAFETY: heaps live forever.
+    if record::tracing() && unsafe { !(*me).is_empty_heap() } {
+        // The forking thread has a new thread id in the child.
+        // SAFETY: as above.
+        record::attach(unsafe { &*me });
+    }
     process::after_fork_child();
     tick::after_fork_child();
     if SETTINGS.pcp_mode() == PcpMode::Thread {

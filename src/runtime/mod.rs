@@ -12,11 +12,15 @@
 //! - `paths.rs`: the slow paths that need the runtime;
 //! - `tick.rs`: when the maintenance tick runs (its background thread);
 //! - `fork.rs`: the fork handlers and the list of every lock;
-//! - `report.rs`: the counters and the invariant checks.
+//! - `report.rs`: the counters and the invariant checks;
+//! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
+//! - `files.rs`: the files written per process (report, trace).
 
+pub mod files;
 pub mod fork;
 pub mod paths;
 pub mod process;
+pub mod record;
 pub mod report;
 pub mod thread;
 pub mod tick;
@@ -26,5 +30,7 @@ pub use paths::{
     alloc_big, alloc_small_slow, bin_full, free_block, free_small_slow, realloc_huge, trim,
 };
 pub use process::{configure_once, ensure_init, free_key, HEAPS, PAGES};
-pub use report::{check_invariants, check_invariants_quiescent, print_stats, report_to, stats, write_report};
+pub use report::{
+    check_invariants, check_invariants_quiescent, print_stats, report_to, stats, write_report,
+};
 pub use thread::{pages_of, thread_heap};

@@ -2,14 +2,17 @@
 //! made on demand, the tick when it is due, retries at the memory limit,
 //! and the page-granular blocks.
 
-use crate::geometry::{LARGE_MAX, NR_PCP_ORDERS};
+use crate::geometry::{LARGE_MAX, NR_PCP_ORDERS, PAGE_SIZE};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
-use crate::slab::{self, Slab};
+use crate::slab::classes::CLASS_SIZE;
+use crate::slab::{self, Freed, Heap, Slab};
+use crate::trace::Op;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
 use super::thread::{pages_of, thread_heap};
-use super::{tick, tls};
+use super::tls::current_heap;
+use super::{record, tick, tls};
 
 /// The small-object allocation slow path for `class`: the thread's heap is
 /// set up if needed, the tick runs if due, and the heap refills; at the
@@ -27,6 +30,14 @@ fn alloc_small(class: usize) -> *mut u8 {
     if h.is_null() {
         return h.cast();
     }
+    if record::tracing() {
+        return alloc_small_traced(h, class);
+    }
+    refill(h, class)
+}
+
+/// The heap's bin of `class` is empty: refill it (the tick first, if due).
+fn refill(h: *mut Heap, class: usize) -> *mut u8 {
     tick::on_slow_path();
     // SAFETY: h is this thread's heap.
     unsafe {
@@ -37,6 +48,23 @@ fn alloc_small(class: usize) -> *mut u8 {
         }
         p
     }
+}
+
+/// While tracing, every small allocation comes here: the fast path's work
+/// on the thread's real heap, then the record.
+#[cold]
+#[inline(never)]
+fn alloc_small_traced(h: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: h is this thread's heap.
+    let mut p = unsafe { Heap::alloc_fast(h, class) };
+    if p.is_null() {
+        p = refill(h, class);
+    }
+    if !p.is_null() {
+        // SAFETY: heaps live forever.
+        record::record(unsafe { &*h }, Op::Alloc, p, CLASS_SIZE[class] as usize, 0);
+    }
+    p
 }
 
 /// The free fast path found object `p` of slab `s` valid and this
@@ -51,8 +79,23 @@ pub unsafe fn bin_full(p: *mut u8, s: *mut Slab) {
     let h = tls::heap();
     // SAFETY: slab::free said this thread's heap owns s and p is its.
     unsafe {
+        if Heap::give_back_to_slab(&*h, p, s, process::free_key()) {
+            slab_changed(h, s);
+        }
+    }
+}
+
+/// Slab `s` of this thread's heap `h` became empty, or was full.
+///
+/// # Safety
+/// The calling thread owns `h`, which owns `s`.
+#[cold]
+#[inline(never)]
+unsafe fn slab_changed(h: *mut Heap, s: *mut Slab) {
+    // SAFETY: forwarded contract.
+    unsafe {
         let pages = pages_of(&*h);
-        (*h).owned().give_back_one(p, s, process::free_key(), &pages);
+        (*h).owned().slab_given_back(s, &pages);
     }
 }
 
@@ -64,8 +107,68 @@ pub unsafe fn bin_full(p: *mut u8, s: *mut Slab) {
 #[cold]
 #[inline(never)]
 pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
+    if record::tracing() {
+        // SAFETY: forwarded contract.
+        return unsafe { free_small_traced(p, s) };
+    }
+    let h = tls::heap();
+    let key = process::free_key();
+    // SAFETY: forwarded contract; h is this thread's heap (or the empty
+    // heap, which owns no slab).
+    unsafe {
+        if !slab::try_free_remote(p, s, h, key) {
+            free_small_rare(p, s, h, key);
+        }
+    }
+}
+
+/// The rest of [`free_small_slow`]: `p` holds the free key, or is the
+/// thread's own block (see `slab::free_keyed_or_own`).
+///
+/// # Safety
+/// As [`free_small_slow`]; `h` is this thread's heap and `key` the free key.
+#[cold]
+#[inline(never)]
+unsafe fn free_small_rare(p: *mut u8, s: *mut Slab, h: *mut Heap, key: usize) {
     // SAFETY: forwarded contract.
-    unsafe { slab::free_slow(p, s, process::free_key()) }
+    unsafe {
+        if slab::free_keyed_or_own(p, s, h, key) == Freed::BinFull {
+            bin_full(p, s);
+        }
+    }
+}
+
+/// While tracing, every small free comes here: the record, then the fast
+/// path's work on the thread's real heap.
+///
+/// # Safety
+/// As [`free_small_slow`].
+#[cold]
+#[inline(never)]
+unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
+    let mut h = thread_heap();
+    if h.is_null() {
+        h = core::ptr::addr_of!(crate::slab::heap::EMPTY_HEAP) as *mut Heap;
+    } else {
+        // SAFETY: heaps live forever.
+        record::record(unsafe { &*h }, Op::Free, p, 0, 0);
+    }
+    // The key is loaded after the record's calls, not kept across them: a
+    // value held across a call can be saved on the stack, where a program
+    // may pick it up in uninitialised bytes (see `slab::free_slow`).
+    let key = process::free_key();
+    // SAFETY: forwarded contract for the free; h is this thread's heap.
+    unsafe {
+        let mut left = slab::free(p, s, h, key);
+        if left == Freed::Slow {
+            left = slab::free_slow(p, s, h, key);
+        }
+        if left == Freed::BinFull {
+            let pages = pages_of(&*h);
+            (*h).owned()
+                .free_to_full_bin(p, s, process::free_key(), &pages);
+        }
+    }
 }
 
 /// A large (≤ 4 MiB) or huge allocation of `size` bytes aligned to `align`
@@ -74,7 +177,16 @@ pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
 #[cold]
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
-    out_of_memory_if_null(alloc_page_block(size, align, zero))
+    let p = alloc_page_block(size, align, zero);
+    if record::tracing() && !p.is_null() {
+        let h = thread_heap();
+        if !h.is_null() {
+            let align = if align > PAGE_SIZE { align } else { 0 };
+            // SAFETY: heaps live forever.
+            record::record(unsafe { &*h }, Op::Alloc, p, size, align);
+        }
+    }
+    out_of_memory_if_null(p)
 }
 
 /// At the memory limit: every heap's parked slabs and the cached huge
@@ -147,6 +259,10 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
     // SAFETY: forwarded contract; checked_block validates the rest.
     unsafe {
         let b = large::checked_block(p, d, Caller::Free);
+        let h = current_heap();
+        if record::tracing() && !(*h).is_empty_heap() {
+            record::record(&*h, Op::Free, p, 0, 0);
+        }
         if (*b).kind() == PageKind::Huge {
             let saved = *libc::__errno_location();
             HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch());
@@ -154,7 +270,6 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
             *libc::__errno_location() = saved;
             return;
         }
-        let h = tls::heap();
         let bytes = large::usable_size(b);
         if (*h).is_empty_heap() {
             HEAPS.note_large_freed_elsewhere(bytes);
@@ -186,7 +301,7 @@ pub fn trim() -> usize {
     if !process::is_ready() {
         return 0;
     }
-    let h = tls::heap();
+    let h = current_heap();
     // SAFETY: h is this thread's heap (or the empty heap, left alone).
     unsafe {
         if !(*h).is_empty_heap() {

@@ -155,6 +155,7 @@ fn init() -> bool {
         return false;
     }
     FREE_KEY.store(random_key(), Relaxed);
+    super::record::start();
     let thread_mode = SETTINGS.pcp_mode() == PcpMode::Thread;
     THREAD_MODE.store(thread_mode, Relaxed);
     if thread_mode {

@@ -3,18 +3,16 @@
 //! back; the first thread also registers the fork handlers and the report
 //! at exit.
 
-use core::fmt::Write;
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering::*};
+use core::sync::atomic::{AtomicI32, AtomicU8, Ordering::*};
 
 use crate::pages::Pages;
 use crate::slab::{self, Heap};
-use crate::tunables::{SETTINGS, STATS_FILE_MAX};
-use crate::util::buf::FixedBuf;
+use crate::tunables::SETTINGS;
 
+use super::files::{self, PidIn};
 use super::process::{self, HEAPS, PAGES};
-use super::{fork, report, tls};
+use super::{fork, record, report, tls};
 
-static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 const KEY_NONE: u8 = 0;
 const KEY_MAKING: u8 = 1;
 const KEY_READY: u8 = 2;
@@ -36,12 +34,20 @@ pub fn thread_heap() -> *mut Heap {
 }
 
 /// A thread's first allocation: adopt or make a heap, give it a pageset in
-/// thread mode, and register the exit hook for it.
+/// thread mode, and register the exit hook for it. While tracing, the TLS
+/// pointer is left to the empty heap (see `record.rs`), so every later
+/// slow path comes here for the heap kept under the pthread key.
 #[cold]
 #[inline(never)]
 fn attach_thread() -> *mut Heap {
     if !process::ensure_init() {
         return core::ptr::null_mut();
+    }
+    if record::tracing() {
+        let h = tls::keyed_heap();
+        if !h.is_null() {
+            return h;
+        }
     }
     let h = HEAPS.acquire();
     if h.is_null() {
@@ -54,13 +60,19 @@ fn attach_thread() -> *mut Heap {
             o.local().pageset = PAGES.pagesets.acquire_thread_pageset();
         }
     }
-    tls::set_heap(h);
-    process::note_thread();
     let key = thread_key();
     if key != u32::MAX {
         // SAFETY: key was created by pthread_key_create.
         unsafe { libc::pthread_setspecific(key, h.cast()) };
     }
+    // SAFETY: heaps live forever.
+    let traced = key != u32::MAX && record::tracing() && record::attach(unsafe { &*h });
+    if !traced {
+        // Without a key (or a buffer) this thread is not traced: its
+        // events go through the fast paths unrecorded.
+        tls::set_heap(h);
+    }
+    process::note_thread();
     if POST_INIT.load(Relaxed) == 0 && POST_INIT.compare_exchange(0, 1, AcqRel, Relaxed).is_ok() {
         post_init();
     }
@@ -77,11 +89,11 @@ fn thread_key() -> u32 {
                 // SAFETY: key is a valid out-parameter; the destructor is a
                 // C-ABI fn that never unwinds.
                 if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit_hook)) } == 0 {
-                    THREAD_KEY.store(key, Relaxed);
+                    tls::THREAD_KEY.store(key, Relaxed);
                 }
                 KEY_STATE.store(KEY_READY, Release);
             }
-            Err(KEY_READY) => return THREAD_KEY.load(Relaxed),
+            Err(KEY_READY) => return tls::THREAD_KEY.load(Relaxed),
             Err(_) => crate::sys::yield_now(),
         }
     }
@@ -91,6 +103,10 @@ fn thread_key() -> u32 {
 /// thread has a heap.
 fn post_init() {
     fork::register();
+    if record::tracing() {
+        // SAFETY: atexit with a C-ABI fn that never unwinds.
+        unsafe { libc::atexit(flush_trace) };
+    }
     if SETTINGS.stats_at_exit.load(Relaxed) {
         // Keep a private copy of stderr: programs often close fd 2 in their
         // own exit handlers (gnulib's close_stdout does), which run before
@@ -128,6 +144,9 @@ extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
         if h.is_null() || (*h).is_empty_heap() {
             return;
         }
+        if record::tracing() {
+            record::thread_exit(&*h);
+        }
         let pages = pages_of(&*h);
         let mut o = (*h).owned();
         o.collect(&pages);
@@ -149,30 +168,12 @@ extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
 /// the report goes there.
 extern "C" fn stats_at_exit() {
     let fd = STATS_FD.load(Relaxed);
-    let Some(path) = SETTINGS.stats_file() else {
+    let Some(path) = SETTINGS.stats_file.get() else {
         report::print_stats(fd);
         return;
     };
-    let mut name = FixedBuf::<{ STATS_FILE_MAX + 64 }>::new();
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
-    let mut rest = path.to_bytes();
-    while let Some(i) = rest.windows(2).position(|w| w == b"%p") {
-        name.push_bytes(&rest[..i]);
-        let _ = write!(name, "{pid}");
-        rest = &rest[i + 2..];
-    }
-    name.push_bytes(rest);
-    name.push_bytes(b"\0");
-    // SAFETY: name is NUL-terminated; open has no other preconditions.
-    let file = unsafe {
-        libc::open(
-            name.as_bytes().as_ptr().cast(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
-    if name.truncated || file < 0 {
+    let file = files::create_for_this_process(path, PidIn::Placeholder, false);
+    if file < 0 {
         crate::report::warn("cannot open PCPALLOC_STATS_FILE; the report goes to stderr");
         report::print_stats(fd);
         return;
@@ -180,4 +181,9 @@ extern "C" fn stats_at_exit() {
     report::print_stats(file);
     // SAFETY: file is the descriptor opened above.
     unsafe { libc::close(file) };
+}
+
+/// At the process's exit: every heap's trace events go out.
+extern "C" fn flush_trace() {
+    record::flush_all(&HEAPS);
 }

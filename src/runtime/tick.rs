@@ -52,6 +52,7 @@ pub fn tick() -> usize {
         &HUGE,
         TickWork {
             release_memory: true,
+            home: core::ptr::null(),
         },
     )
 }

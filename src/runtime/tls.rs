@@ -16,7 +16,11 @@
 #[cfg(not(target_arch = "x86_64"))]
 use core::ptr::addr_of;
 
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
 use crate::slab::heap::Heap;
+
+use super::record;
 #[cfg(not(target_arch = "x86_64"))]
 use crate::slab::heap::EMPTY_HEAP;
 
@@ -116,4 +120,32 @@ pub fn heap() -> *mut Heap {
 #[cfg(not(target_arch = "x86_64"))]
 pub fn set_heap(h: *mut Heap) {
     imp::set((h as usize).wrapping_sub(addr_of!(EMPTY_HEAP) as usize));
+}
+
+/// The thread key whose destructor runs the thread-exit hook (u32::MAX
+/// until created); while tracing it also finds the thread's heap.
+pub(super) static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// The calling thread's heap if it has one, else the static empty heap
+/// (never null). While tracing, when the TLS pointer stays the empty heap,
+/// it is found through the thread's pthread key.
+pub fn current_heap() -> *mut Heap {
+    let h = heap();
+    if record::tracing() {
+        let k = keyed_heap();
+        if !k.is_null() {
+            return k;
+        }
+    }
+    h
+}
+
+/// The heap stored under the thread's pthread key, or null.
+pub(super) fn keyed_heap() -> *mut Heap {
+    let key = THREAD_KEY.load(Relaxed);
+    if key == u32::MAX {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: pthread_getspecific on a created key has no preconditions.
+    unsafe { libc::pthread_getspecific(key) }.cast()
 }

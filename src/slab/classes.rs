@@ -205,7 +205,8 @@ pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
         return None;
     }
     let start = class_of(size.max(align).min(SMALL_MAX));
-    (start..NR_CLASSES).find(|&c| (CLASS_SIZE[c] as usize).is_multiple_of(align) && slab_align(c) >= align)
+    (start..NR_CLASSES)
+        .find(|&c| (CLASS_SIZE[c] as usize).is_multiple_of(align) && slab_align(c) >= align)
 }
 
 /// The alignment every object of class `c` has: the largest power of two

@@ -8,7 +8,7 @@
 //! flush of a full bin, or — for a thread with no heap — the object
 //! straight back to its slab's remote list.
 
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
 use crate::pages::Pages;
 use crate::report;
@@ -23,7 +23,7 @@ pub enum Freed {
     /// Nothing: the object is on a bin or back on its slab.
     Done,
     /// The object is a valid object of the caller's heap, but its bin is
-    /// full: the owner's [`Owned::give_back_one`] puts it back on its slab.
+    /// full: the owner's [`Owned::free_to_full_bin`] puts it on its slab.
     BinFull,
     /// The slow path ([`free_slow`]) must run: a bad pointer, or a slab of
     /// another heap.
@@ -96,32 +96,139 @@ pub unsafe fn free_sized(
     }
 }
 
-/// The free slow path (see [`free`]): reports and aborts on an invalid
-/// pointer or a double free; else `p` belongs to a slab of another heap and
-/// goes back on that slab's remote list with one CAS. Keeping it here to
-/// reuse would hand this thread memory next to the owner's live objects
-/// (false sharing, which cache-scratch measures).
+/// The free slow path (see [`free`]), from the thread whose heap is `h`:
+/// reports and aborts on an invalid pointer or a double free; else `p`
+/// belongs to a slab of another heap and goes back on that slab's remote
+/// list with one CAS (keeping it here to reuse would hand this thread
+/// memory next to the owner's live objects: false sharing, which
+/// cache-scratch measures). Returns what is left to do: `BinFull` when a
+/// block of `h`'s own turned out valid and its bin is full.
+///
+/// A block carrying the free key is almost surely free — the key is 64
+/// random bits written into every freed block and cleared when it is
+/// handed out — but a live block can hold it too, if the program copied
+/// it in with uninitialised bytes (a struct's padding copied from the
+/// stack, where a register holding the key was once saved). So, as glibc
+/// confirms its tcache key, the owner confirms by looking for the block on
+/// the lists a free block of its slab can be on: its bin, the slab's own
+/// list, the slab's remote list. Another thread's block cannot be looked
+/// up (those lists are its owner's); there the key is trusted.
 ///
 /// # Safety
 /// As [`free`].
-#[cold]
-#[inline(never)]
-pub unsafe fn free_slow(p: *mut u8, s: *mut Slab, key: usize) {
+#[inline]
+pub unsafe fn free_slow(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if try_free_remote(p, s, h, key) {
+            return Freed::Done;
+        }
+        free_keyed_or_own(p, s, h, key)
+    }
+}
+
+/// The common case of [`free_slow`], kept lean: aborts on a pointer that
+/// does not start a block; else frees `p` and returns true when it is
+/// another heap's block without the key. False leaves the rest to
+/// [`free_keyed_or_own`].
+///
+/// # Safety
+/// As [`free`].
+#[inline(always)]
+pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
     // SAFETY: as in `free`; the checks are repeated here in full.
     unsafe {
         if slab::object_at(s, p).is_none() {
             report::fatal("free(): invalid pointer (not the start of a block)", p);
         }
-        // The key is 64 random bits written into every freed block and
-        // cleared when it is handed out: a live block holds it only if the
-        // program copied it out of a freed one.
-        if (p as *const usize).add(1).read() == key {
-            report::fatal("free(): double free detected", p);
+        if (p as *const usize).add(1).read() != key && (*s).owner.load(Relaxed) != h as *mut u8 {
+            free_remote(p, s, key);
+            return true;
         }
+        false
+    }
+}
+
+/// `p`, a valid block of another heap's slab `s`, goes on the slab's
+/// remote list marked with `key`.
+///
+/// # Safety
+/// As [`free`]; `s` is not the calling heap's.
+#[inline(always)]
+unsafe fn free_remote(p: *mut u8, s: *mut Slab, key: usize) {
+    // SAFETY: p is a block of s nobody uses (contract).
+    unsafe {
         (p as *mut usize).add(1).write(key);
         if slab::push_remote(s, p, p) {
             Heap::notify_owner(s);
         }
+    }
+}
+
+/// The rare rest of [`free_slow`]: `p` holds the key, or is the calling
+/// heap `h`'s own (a fast path that could not take it).
+///
+/// # Safety
+/// As [`free`]; `p` is a valid block of `s`.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
+    // SAFETY: as in `free`. The lists walked are h's own (owner == h).
+    unsafe {
+        let mine = (*s).owner.load(Relaxed) == h as *mut u8;
+        if (p as *const usize).add(1).read() == key {
+            if !mine || is_free_in(h, s, p) {
+                report::fatal("free(): double free detected", p);
+            }
+            // A live block that happened to hold the key: free it.
+            (p as *mut usize).add(1).write(0);
+        }
+        if mine {
+            let bin = Heap::bin(h, (*s).class as usize);
+            if (*bin).has_room() {
+                (*bin).push(p, key);
+                return Freed::Done;
+            }
+            return Freed::BinFull;
+        }
+        free_remote(p, s, key);
+        Freed::Done
+    }
+}
+
+/// Whether `p` is on one of the lists of free objects of slab `s`, whose
+/// owner is `h` (the calling thread's heap).
+///
+/// # Safety
+/// `h` owns `s`; `p` is an object of `s`.
+unsafe fn is_free_in(h: *const Heap, s: *mut Slab, p: *mut u8) -> bool {
+    // SAFETY: the owner's own lists (contract); remote frees only push at
+    // the head of the remote list, so walking it from its head is safe.
+    unsafe {
+        let bin = Heap::bin(h, (*s).class as usize);
+        if (*bin).contains(p) {
+            return true;
+        }
+        let cap = usize::from((*s).capacity);
+        let mut q = (*s).free;
+        let mut n = 0;
+        while !q.is_null() && n <= cap {
+            if q == p {
+                return true;
+            }
+            q = (q as *const usize).read() as *mut u8;
+            n += 1;
+        }
+        let mut q = ((*s).thread_free.load(Acquire) & !slab::FULL_NOTIFY) as *mut u8;
+        n = 0;
+        while !q.is_null() && n <= cap {
+            if q == p {
+                return true;
+            }
+            q = (q as *const usize).read() as *mut u8;
+            n += 1;
+        }
+        false
     }
 }
 
@@ -166,8 +273,12 @@ pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Page
         let h: *const Heap = o.heap();
         match free(p, s, h, key) {
             Freed::Done => {}
-            Freed::BinFull => o.give_back_one(p, s, key, pages),
-            Freed::Slow => free_slow(p, s, key),
+            Freed::BinFull => o.free_to_full_bin(p, s, key, pages),
+            Freed::Slow => {
+                if free_slow(p, s, h, key) == Freed::BinFull {
+                    o.free_to_full_bin(p, s, key, pages);
+                }
+            }
         }
     }
 }

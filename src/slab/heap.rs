@@ -65,6 +65,7 @@ use crate::pages::Pages;
 use crate::pcp::Pageset;
 use crate::section::{desc_of, page_addr};
 use crate::sync::bump;
+use crate::trace::Buffer;
 
 use super::bin::{Bin, BIN_LIMIT};
 use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
@@ -141,6 +142,9 @@ pub struct Heap {
     /// Bytes of large blocks this heap's thread allocated, and freed.
     large_allocated: AtomicU64,
     large_freed: AtomicU64,
+    /// The trace buffer of the heap's thread, while tracing (null
+    /// otherwise; made on the first event and kept with the heap).
+    pub trace: AtomicPtr<Buffer>,
 }
 
 /// What a heap's counters say about bytes in use (see [`Heap::usage`]).
@@ -217,6 +221,7 @@ impl Heap {
             small_returned: AtomicU64::new(0),
             large_allocated: AtomicU64::new(0),
             large_freed: AtomicU64::new(0),
+            trace: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
@@ -275,6 +280,25 @@ impl Heap {
         // SAFETY: the owner reaches its own bin through the raw pointer;
         // an empty bin is not written.
         unsafe { (*Heap::bin(h, class)).pop() }
+    }
+
+    /// The owner frees `p`, whose bin is full, straight onto slab `s`
+    /// (marked with `key`, counted as returned). True when the slab then
+    /// needs [`Owned::slab_given_back`] (it became empty, or was full).
+    /// Kept apart from `Owned` so the common case needs no page allocator.
+    ///
+    /// # Safety
+    /// The calling thread owns `h`, and `h` owns `s`; `p` is a live object
+    /// of `s` that nobody uses.
+    #[inline]
+    pub unsafe fn give_back_to_slab(h: &Heap, p: *mut u8, s: *mut Slab, key: usize) -> bool {
+        // SAFETY: p is ours to mark and relink; owner-only slab fields
+        // (contract).
+        unsafe {
+            (p as *mut usize).add(1).write(key);
+            h.note_small_returned(slab::object_size(s));
+            slab::give_back(s, p)
+        }
     }
 
     /// The bin of `class`, for the owner's fast paths.
@@ -536,17 +560,21 @@ impl Owned<'_> {
         }
     }
 
-    /// Puts object `p` of slab `s` (being freed, its bin full) back on the
-    /// slab, marked with the free `key`.
+    /// Frees object `p` of slab `s` whose bin is full: it goes straight
+    /// back on the slab, marked with the free `key`.
     ///
     /// # Safety
     /// This heap owns `s`; `p` is a live object of it that nobody uses.
-    pub unsafe fn give_back_one(&mut self, p: *mut u8, s: *mut Slab, key: usize, pages: &Pages<'_>) {
-        // SAFETY: p is ours to mark and relink (contract).
+    pub unsafe fn free_to_full_bin(
+        &mut self,
+        p: *mut u8,
+        s: *mut Slab,
+        key: usize,
+        pages: &Pages<'_>,
+    ) {
+        // SAFETY: forwarded contract; the heap is ours.
         unsafe {
-            (p as *mut usize).add(1).write(key);
-            self.heap.note_small_returned(slab::object_size(s));
-            if slab::give_back(s, p) {
+            if Heap::give_back_to_slab(self.heap, p, s, key) {
                 self.slab_given_back(s, pages);
             }
         }

@@ -29,7 +29,10 @@ pub mod parked;
 #[allow(clippy::module_inception)]
 pub mod slab;
 
-pub use free::{checked_size, free, free_owned, free_sized, free_slow, Freed};
+pub use free::{
+    checked_size, free, free_keyed_or_own, free_owned, free_sized, free_slow, try_free_remote,
+    Freed,
+};
 pub use heap::{Heap, Owned};
 pub use heaps::HeapRegistry;
 pub use slab::Slab;

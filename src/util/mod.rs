@@ -25,7 +25,10 @@ pub const fn order_for_pages(n: usize) -> u32 {
 /// `64M` or `64MiB`. Returns `None` on anything else, or on overflow.
 pub fn parse_size(s: &[u8]) -> Option<u64> {
     let s = s.trim_ascii();
-    let split = s.iter().position(|c| !c.is_ascii_digit()).unwrap_or(s.len());
+    let split = s
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(s.len());
     let (digits, unit) = s.split_at(split);
     const UNITS: [(&[u8], u32); 10] = [
         (b"", 0),
