@@ -4,4 +4,7 @@
 
 pub mod chart;
 pub mod pin;
+pub mod preload;
+pub mod replay;
+pub mod rows;
 pub mod table;

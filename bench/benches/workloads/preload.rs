@@ -114,29 +114,13 @@ const PROGRAMS: &[Program] = &[
 ];
 
 fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    pcpalloc_bench::preload::workspace()
 }
 
 /// Builds libpcpalloc.so in its own target directory (cargo holds the main
 /// one while benchmarks run) and returns its path.
 fn build_lib() -> Option<PathBuf> {
-    let dir = workspace().join("target/preload");
-    let ok = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "pcpalloc-preload",
-            "--target-dir",
-        ])
-        .arg(&dir)
-        .current_dir(workspace())
-        .status()
-        .ok()?
-        .success();
-    let lib = dir.join("release/libpcpalloc.so");
-    (ok && lib.exists()).then_some(lib)
+    pcpalloc_bench::preload::build_lib(&workspace().join("target/preload"))
 }
 
 fn compile(name: &str, out: &Path) -> Option<PathBuf> {
