@@ -33,7 +33,11 @@ fn main() {
     println!("allocated {:>8} KiB", s.bytes.allocated >> 10);
     println!("active    {:>8} KiB", s.bytes.active >> 10);
     println!("resident  {:>8} KiB", s.bytes.resident >> 10);
-    println!("mapped    {:>8} KiB (peak {} KiB)", s.bytes.mapped >> 10, s.bytes.peak_mapped >> 10);
+    println!(
+        "mapped    {:>8} KiB (peak {} KiB)",
+        s.bytes.mapped >> 10,
+        s.bytes.peak_mapped >> 10
+    );
     println!(
         "pagesets: {} refills, {} drains, {} free_high; zone lock taken {} times",
         s.pcp_total.refills, s.pcp_total.drains, s.pcp_total.free_high, s.zone.lock_acquisitions
@@ -41,6 +45,9 @@ fn main() {
 
     drop(maps);
     let released = pcpalloc::trim();
-    println!("after drop and trim: allocated {} KiB, {} KiB given back to the OS",
-        pcpalloc::stats().bytes.allocated >> 10, released >> 10);
+    println!(
+        "after drop and trim: allocated {} KiB, {} KiB given back to the OS",
+        pcpalloc::stats().bytes.allocated >> 10,
+        released >> 10
+    );
 }

@@ -72,8 +72,16 @@ jump_to!(_ZnamRKSt9nothrow_t, pcpalloc_cxx_new_nothrow, zero_align);
 jump_to!(_ZnwmSt11align_val_t, pcpalloc_cxx_new, keep_align);
 jump_to!(_ZnamSt11align_val_t, pcpalloc_cxx_new, keep_align);
 // (size_t, align_val_t, const nothrow_t&): the third argument is ignored.
-jump_to!(_ZnwmSt11align_val_tRKSt9nothrow_t, pcpalloc_cxx_new_nothrow, keep_align);
-jump_to!(_ZnamSt11align_val_tRKSt9nothrow_t, pcpalloc_cxx_new_nothrow, keep_align);
+jump_to!(
+    _ZnwmSt11align_val_tRKSt9nothrow_t,
+    pcpalloc_cxx_new_nothrow,
+    keep_align
+);
+jump_to!(
+    _ZnamSt11align_val_tRKSt9nothrow_t,
+    pcpalloc_cxx_new_nothrow,
+    keep_align
+);
 
 /// Exports `operator delete` variants that free without a size.
 macro_rules! delete {

@@ -174,7 +174,10 @@ struct Buf {
 
 impl Buf {
     fn new() -> Buf {
-        Buf { b: [0; 1200], len: 0 }
+        Buf {
+            b: [0; 1200],
+            len: 0,
+        }
     }
 
     fn bytes(&self) -> &[u8] {

@@ -188,7 +188,11 @@ pub extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
 /// # Safety
 /// As `posix_memalign`.
 #[no_mangle]
-pub unsafe extern "C" fn __posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+pub unsafe extern "C" fn __posix_memalign(
+    out: *mut *mut c_void,
+    align: usize,
+    size: usize,
+) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { m::posix_memalign(out.cast(), align, size) }
 }
