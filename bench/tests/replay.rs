@@ -164,6 +164,22 @@ fn replays_are_byte_identical_and_follow_the_cpu_count() {
 }
 
 #[test]
+fn copies_replay_instances_side_by_side() {
+    let (files, _) = traced_demo();
+    let args = ["--cpus", "8", "--rows", "base", "--decay-ms", "20"];
+    let one = replay(files, &args);
+    let two = replay(files, &[&args[..], &["--copies", "2"]].concat());
+    let cell = |r: &str, col: usize| -> u64 {
+        let t = table(r, 8);
+        let row = t.lines().nth(2).unwrap();
+        row.split('|').nth(col).unwrap().trim().parse().unwrap()
+    };
+    // Each copy is its own set of processes: twice the page allocations.
+    assert_eq!(cell(&two, 2), 2 * cell(&one, 2), "{one}\n{two}");
+    assert!(two.contains("2 instances side by side"));
+}
+
+#[test]
 fn bad_arguments_are_refused() {
     let out = Command::new(env!("CARGO_BIN_EXE_pcpalloc-replay"))
         .args(["--rows", "11", "x"])

@@ -3,18 +3,22 @@
 # LD_PRELOAD=libpcpalloc.so with PCPALLOC_TRACE (one file per process):
 #
 #   kbuild   gcc -O2 -c over the C sources of Lua 5.4, Lua 5.3 and zstd
-#            (fetched with cargo), 4 compilers at a time: the seeds' kbuild
-#   redis    redis-server under redis-benchmark on loopback: the network case
+#            (fetched with cargo), 28 compilers at a time (KBUILD_JOBS): one
+#            of the seeds' 8 `make -j28` kbuild instances
+#   redis    redis-server (4 I/O threads) under redis-benchmark on loopback
+#   pingpong bench/c/pingpong.c: producers hand 8-32 KiB buffers to consumers
+#            on the other CPU, the network case of the seeds (replay it with
+#            --copies to get their 32 or 64 pairs)
 #   python   CPython running a slice of its own test suite
 #
-# Usage: bench/traces/record.sh OUTDIR [kbuild|redis|python]...
-# Then:  cargo run --release --bin pcpalloc-replay -- OUTDIR/kbuild/t.* --cpus 224
+# Usage: bench/traces/record.sh OUTDIR [kbuild|redis|pingpong|python]...
+# Then:  cargo run --release --bin pcpalloc-replay -- OUTDIR/kbuild/t.* --cpus 224 --copies 8
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$(mkdir -p "$1" && cd "$1" && pwd)"
 shift
 which=("$@")
-[ ${#which[@]} -gt 0 ] || which=(kbuild redis python)
+[ ${#which[@]} -gt 0 ] || which=(kbuild redis pingpong python)
 
 cargo build --release --quiet -p pcpalloc-preload --manifest-path "$root/Cargo.toml"
 lib="$root/target/release/libpcpalloc.so"
@@ -43,11 +47,20 @@ print("\n".join(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p[
       fi
     done
   } | sort >"$objs/jobs"
-  echo "kbuild: $(wc -l <"$objs/jobs") files, 4 at a time"
-  local start=$SECONDS
-  PCPALLOC_TRACE="$dir/t" LD_PRELOAD="$lib" \
-    xargs -P 4 -L 1 sh -c 'gcc -O2 -w -c "$0" "$@" -o "'"$objs"'/$(echo "$0" | tr / _).o"' <"$objs/jobs"
-  echo "kbuild: $((SECONDS - start)) s, $(ls "$dir" | wc -l) trace files"
+  local jobs=${KBUILD_JOBS:-28}
+  echo "kbuild: $(wc -l <"$objs/jobs") files, $jobs at a time"
+  compile() {
+    xargs -P "$jobs" -L 1 sh -c 'gcc -O2 -w -c "$0" "$@" -o "'"$objs"'/$(echo "$0" | tr / _).o"' <"$objs/jobs"
+  }
+  # The same build untraced first: the tracing overhead, measured.
+  local t0 t1 t2
+  t0=$(date +%s.%N)
+  LD_PRELOAD="$lib" compile
+  t1=$(date +%s.%N)
+  PCPALLOC_TRACE="$dir/t" LD_PRELOAD="$lib" compile
+  t2=$(date +%s.%N)
+  python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); print(f'kbuild: untraced {b - a:.1f} s, traced {c - b:.1f} s ({(c - b) / (b - a):.2f}x)')" "$t0" "$t1" "$t2"
+  echo "kbuild: $(ls "$dir" | wc -l) trace files"
   rm -rf "$objs"
 }
 
@@ -55,7 +68,7 @@ redis() {
   local dir port=7391
   dir="$(trace_dir redis)"
   PCPALLOC_TRACE="$dir/t" LD_PRELOAD="$lib" \
-    redis-server --port $port --save '' --appendonly no --io-threads 1 >/dev/null &
+    redis-server --port $port --save '' --appendonly no --io-threads 4 --io-threads-do-reads yes >/dev/null &
   local pid=$!
   for _ in $(seq 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
   # 50 clients, 1 KiB and 16 KiB values: the server's buffers come and go
@@ -65,6 +78,16 @@ redis() {
   redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true
   wait $pid || true
   echo "redis: $(ls "$dir" | wc -l) trace files"
+}
+
+pingpong() {
+  local dir bin
+  dir="$(trace_dir pingpong)"
+  bin="$(mktemp -d)/pingpong"
+  gcc -O2 -pthread -o "$bin" "$root/bench/c/pingpong.c"
+  PCPALLOC_TRACE="$dir/t" LD_PRELOAD="$lib" "$bin" >/dev/null
+  rm -rf "$(dirname "$bin")"
+  echo "pingpong: $(ls "$dir" | wc -l) trace files"
 }
 
 python() {

@@ -25,6 +25,9 @@ Options:
   --decay-ms MS       maintenance tick period in trace time (default 1000)
   --memory SIZE       the machine's memory, e.g. 256G (default 64G); it sets
                       batch, high_min and high_max as a zone of that size would
+  --copies N          replay N instances of the traced run side by side, all
+                      starting at once (the seeds ran 8 kbuild instances on
+                      224 CPUs); default 1
   --no-free-high-batch  pagesets drain fully on free_high (a small cache slice)
   --plot PATH         draw `high` over time for the last row at the largest
                       CPU count (SVG)
@@ -58,6 +61,7 @@ fn parse_args() -> Result<Options, lexopt::Error> {
         rows: rows::ROWS.to_vec(),
         decay_ms: 1000,
         memory: 64 << 30,
+        copies: 1,
         free_high_batch: true,
         plot: None,
     };
@@ -93,6 +97,12 @@ fn parse_args() -> Result<Options, lexopt::Error> {
                 o.memory = parse_size(&v).filter(|&m| m >= 64 << 20).ok_or_else(|| {
                     lexopt::Error::Custom(format!("--memory {v}: a size of at least 64M").into())
                 })?;
+            }
+            Long("copies") => {
+                o.copies = p.value()?.parse()?;
+                if !(1..=256).contains(&o.copies) {
+                    return Err(lexopt::Error::Custom("--copies is 1..=256".into()));
+                }
             }
             Long("no-free-high-batch") => o.free_high_batch = false,
             Long("plot") => o.plot = Some(p.value()?.into()),

@@ -29,6 +29,10 @@ pub struct Options {
     pub decay_ms: u64,
     /// The machine's memory in bytes.
     pub memory: usize,
+    /// Instances of the traced run replayed side by side (each a copy of
+    /// every process, starting at the same time), as the seeds ran 8
+    /// kbuild instances at once.
+    pub copies: usize,
     /// Pagesets keep a batch before a free_high drain.
     pub free_high_batch: bool,
     /// Where to draw `high` over time (the last row at the largest CPU
@@ -47,9 +51,14 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> io::Result<String>
     let events: u64 = files.iter().map(|f| f.events).sum();
     let recorded_cpus = files.iter().map(|f| f.header.nr_cpus).max().unwrap_or(0);
     let mut text = String::new();
+    let copies = if opts.copies > 1 {
+        format!(", {} instances side by side", opts.copies)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         text,
-        "Replay of {} trace file(s), {events} events, recorded on {recorded_cpus} CPU(s); \
+        "Replay of {} trace file(s), {events} events, recorded on {recorded_cpus} CPU(s){copies}; \
          tick every {} ms of trace time; memory {} GiB.\n",
         files.len(),
         opts.decay_ms,
@@ -118,11 +127,15 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> io::Result<String>
 }
 
 fn replay_once(opts: &Options, cpus: usize, row: &Row, sample_high: bool) -> io::Result<Outcome> {
-    let files: Vec<TraceFile> = opts
+    let one: Vec<TraceFile> = opts
         .traces
         .iter()
         .map(|p| TraceFile::open(p))
         .collect::<io::Result<_>>()?;
+    // Copy k of file i is file k * n + i: its own process.
+    let files: Vec<TraceFile> = (0..opts.copies.max(1))
+        .flat_map(|_| one.iter().cloned())
+        .collect();
     let mut m = Machine::new(
         Setup {
             cpus,

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use pcpalloc::internals::trace::{ChunkHeader, Event, FileHeader, MAGIC, VERSION};
 
@@ -15,13 +16,14 @@ const HEADER_BYTES: usize = std::mem::size_of::<FileHeader>();
 const CHUNK_BYTES: usize = std::mem::size_of::<ChunkHeader>();
 const EVENT_BYTES: usize = std::mem::size_of::<Event>();
 
-/// One trace file (one process), indexed.
+/// One trace file (one process), indexed. Clones share the open file.
+#[derive(Clone)]
 pub struct TraceFile {
     /// Where it came from.
     pub path: PathBuf,
     /// Its header.
     pub header: FileHeader,
-    file: File,
+    file: Arc<File>,
     /// Each thread's chunks, in file order: (offset of the events, count).
     threads: BTreeMap<u32, VecDeque<(u64, u32)>>,
     /// Events in the file.
@@ -90,7 +92,7 @@ impl TraceFile {
         Ok(TraceFile {
             path: path.to_path_buf(),
             header,
-            file,
+            file: Arc::new(file),
             threads,
             events,
         })
