@@ -173,8 +173,8 @@ pub unsafe fn free_sized(p: *mut u8, size: usize) {
 
 /// What a live pointer turned out to be.
 enum Block {
-    /// An object of a slab, with its usable size.
-    Small(usize),
+    /// An object of slab `.1`, with its usable size.
+    Small(usize, *mut Slab),
     /// A large or huge block.
     Page(*mut LargeBlock),
 }
@@ -197,7 +197,7 @@ unsafe fn lookup(p: *mut u8, who: Caller) -> Block {
         if !s.is_null() {
             let freed = (who == Caller::Realloc).then_some(who.freed());
             let key = runtime::free_key();
-            return Block::Small(slab::checked_size(p, s, key, who.invalid(), freed));
+            return Block::Small(slab::checked_size(p, s, key, who.invalid(), freed), s);
         }
         Block::Page(large::checked_block(p, d, who))
     }
@@ -213,7 +213,7 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
     }
     // SAFETY: forwarded contract.
     match unsafe { lookup(p, Caller::UsableSize) } {
-        Block::Small(n) => n,
+        Block::Small(n, _) => n,
         // SAFETY: lookup returned a live block.
         Block::Page(b) => unsafe { large::usable_size(b) },
     }
@@ -231,12 +231,12 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
         return alloc(size);
     }
     // SAFETY: p is non-null (checked above).
-    let (usable, huge) = match unsafe { lookup(p, Caller::Realloc) } {
-        Block::Small(n) => (n, None),
+    let (usable, huge, small) = match unsafe { lookup(p, Caller::Realloc) } {
+        Block::Small(n, s) => (n, None, s),
         // SAFETY: lookup returned a live block.
         Block::Page(b) => unsafe {
             let huge = ((*b).kind() == PageKind::Huge).then_some(b);
-            (large::usable_size(b), huge)
+            (large::usable_size(b), huge, core::ptr::null_mut())
         },
     };
     let fits = size <= usable && (size >= usable / 2 || usable <= 2 * classes::MIN_CLASS_SIZE);
@@ -259,7 +259,16 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: both blocks are live and distinct; copy what both hold.
     unsafe {
         core::ptr::copy_nonoverlapping(p, q, usable.min(size));
-        free(p);
+        if small.is_null() {
+            free(p);
+        } else {
+            // lookup checked p: a live object of slab `small`.
+            match slab::free_checked(p, small, tls::heap(), runtime::free_key()) {
+                Freed::Done => {}
+                Freed::BinFull => runtime::bin_full(p, small),
+                Freed::Slow => runtime::free_small_slow(p, small),
+            }
+        }
     }
     q
 }

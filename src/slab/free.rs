@@ -62,6 +62,29 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
     }
 }
 
+/// Frees object `p` of slab `s` that the caller has checked already (a
+/// live object start of `s`: realloc's lookup): only the owner compare
+/// and the bin remain; another heap's object takes the slow path, which
+/// checks again.
+///
+/// # Safety
+/// As [`free`], and `p` is a live object of `s` (checked).
+#[inline(always)]
+pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
+    // SAFETY: as in `free`; the caller vouches for the object checks.
+    unsafe {
+        if (*s).owner.load(Relaxed) == h as *mut u8 {
+            let bin = Heap::bin(h, (*s).class as usize);
+            if (*bin).has_room() {
+                (*bin).push(p, key);
+                return Freed::Done;
+            }
+            return Freed::BinFull;
+        }
+        Freed::Slow
+    }
+}
+
 /// Frees object `p` of slab `s` whose size the caller knows (Rust's
 /// `dealloc`, C++'s sized delete): `class` is that size's class. A slab of
 /// that class or larger holds a block at least that big, so the

@@ -30,8 +30,8 @@ pub mod parked;
 pub mod slab;
 
 pub use free::{
-    checked_size, free, free_keyed_or_own, free_owned, free_sized, free_slow, try_free_remote,
-    Freed,
+    checked_size, free, free_checked, free_keyed_or_own, free_owned, free_sized, free_slow,
+    try_free_remote, Freed,
 };
 pub use heap::{Heap, Owned};
 pub use heaps::HeapRegistry;
