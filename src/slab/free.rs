@@ -47,25 +47,17 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
     // empty heap) is not written; the slab's own list is written only by
     // its owner.
     unsafe {
-        if slab::object_at(s, p).is_some()
-            && (p as *const usize).add(1).read() != key
-            && (*s).owner.load(Relaxed) == h as *mut u8
-        {
-            let bin = Heap::bin(h, (*s).class as usize);
-            if (*bin).has_room() {
-                (*bin).push(p, key);
-                return Freed::Done;
-            }
-            return Freed::BinFull;
+        if slab::object_at(s, p).is_some() && (p as *const usize).add(1).read() != key {
+            return free_checked(p, s, h, key);
         }
         Freed::Slow
     }
 }
 
-/// Frees object `p` of slab `s` that the caller has checked already (a
-/// live object start of `s`: realloc's lookup): only the owner compare
-/// and the bin remain; another heap's object takes the slow path, which
-/// checks again.
+/// Frees object `p` of slab `s` that the caller has checked already (it
+/// starts an object of `s` and does not hold the free key: [`free`],
+/// [`free_sized`], realloc's lookup): only the owner compare and the bin
+/// remain; another heap's object takes the slow path, which checks again.
 ///
 /// # Safety
 /// As [`free`], and `p` is a live object of `s` (checked).
@@ -104,16 +96,8 @@ pub unsafe fn free_sized(
     // SAFETY: as in `free`; the caller vouches that p starts a block of at
     // least the size of `class`, which the slab's class confirms holds.
     unsafe {
-        let sc = (*s).class as usize;
-        if class <= sc
-            && (p as *const usize).add(1).read() != key
-            && (*s).owner.load(Relaxed) == h as *mut u8
-        {
-            let bin = Heap::bin(h, sc);
-            if (*bin).has_room() {
-                (*bin).push(p, key);
-                return Freed::Done;
-            }
+        if class <= (*s).class as usize && (p as *const usize).add(1).read() != key {
+            return free_checked(p, s, h, key);
         }
         free(p, s, h, key)
     }
@@ -207,12 +191,7 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
             (p as *mut usize).add(1).write(0);
         }
         if mine {
-            let bin = Heap::bin(h, (*s).class as usize);
-            if (*bin).has_room() {
-                (*bin).push(p, key);
-                return Freed::Done;
-            }
-            return Freed::BinFull;
+            return free_checked(p, s, h, key);
         }
         free_remote(p, s, key);
         Freed::Done
