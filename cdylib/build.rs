@@ -1,5 +1,5 @@
-//! Builds C++'s operator new (in C, with unwind tables: it throws) and
-//! gives the library its SONAME.
+//! Builds C++'s operator new (in C, with unwind tables: it throws), gives
+//! the library its SONAME, and makes it impossible to unload.
 
 fn main() {
     println!("cargo:rerun-if-changed=src/cxx_new.c");
@@ -10,4 +10,8 @@ fn main() {
         .warnings(true)
         .compile("pcpalloc_cxx_new");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libpcpalloc.so");
+    // Never unloaded: dlclose must not unmap the code of the maintenance
+    // thread, the fork handlers or the thread-exit key's destructor, all of
+    // which outlive any handle a program holds.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 }

@@ -33,10 +33,11 @@ fn main() {
     println!("allocated {:>8} KiB", s.bytes.allocated >> 10);
     println!("active    {:>8} KiB", s.bytes.active >> 10);
     println!("resident  {:>8} KiB", s.bytes.resident >> 10);
+    println!("mapped    {:>8} KiB", s.bytes.mapped >> 10);
     println!(
-        "mapped    {:>8} KiB (peak {} KiB)",
-        s.bytes.mapped >> 10,
-        s.bytes.peak_mapped >> 10
+        "charged   {:>8} KiB (peak {} KiB)",
+        s.bytes.charged >> 10,
+        s.bytes.peak_charged >> 10
     );
     println!(
         "pagesets: {} refills, {} drains, {} free_high; zone lock taken {} times",

@@ -75,7 +75,7 @@ unsafe impl GlobalAlloc for PcpAlloc {
         // SAFETY: p came from this allocator with this layout (GlobalAlloc
         // contract). An over-aligned small block may sit in a larger class
         // than its size's: the slab's class is checked against it.
-        unsafe { malloc::free_sized(p, l.size()) }
+        unsafe { malloc::dealloc_sized(p, l.size()) }
     }
 
     #[inline]

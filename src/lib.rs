@@ -113,7 +113,9 @@ pub fn trim() -> usize {
 pub mod stats {
     pub use crate::large::huge::HugeUsage;
     pub use crate::pcp::{tune::PcpState, PcpCounters};
-    pub use crate::stats_report::{Bytes, PagesetStats, Stats, MAX_REPORTED_PAGESETS};
+    pub use crate::stats_report::{
+        Bytes, PagesetStats, ReclaimCounters, Stats, MAX_REPORTED_PAGESETS,
+    };
     pub use crate::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
 }
 
@@ -154,7 +156,7 @@ pub mod internals {
     pub use crate::tunables::{
         FreeCountMode, FreeHighThreshold, Heuristics, Knobs, PcpMode, SETTINGS, TUNABLES,
     };
-    pub use crate::zone::{StealRules, Zone, ZoneConfig, ZoneWalk};
+    pub use crate::zone::{Shrink, StealRules, Zone, ZoneConfig, ZoneWalk, NO_LIMIT};
 
     use crate::page::LargeBlock as Block;
     use crate::runtime::{self, PAGES};

@@ -8,14 +8,22 @@
 //! (`decay_pcp_high`), drains pagesets that stayed idle for a few ticks,
 //! clears ZONE_BELOW_HIGH once the zone is above its high watermark again,
 //! takes back the slabs thread heaps parked, sweeps abandoned thread heaps,
-//! unmaps cached huge blocks that stayed idle, and gives free memory that
-//! stayed idle for a tick back to the OS.
+//! unmaps cached huge blocks that stayed idle, gives free memory that
+//! stayed idle for a tick back to the OS, and takes whole free blocks that
+//! stayed given back for two more offline.
 
 use crate::large::huge::HugeBlocks;
 use crate::pages::PageAllocator;
 use crate::pcp::Pageset;
 use crate::slab::HeapRegistry;
 use crate::zone::watermark::WMARK_HIGH;
+use crate::zone::Shrink;
+
+/// Ticks a whole free block stays given back to the OS before it goes
+/// offline too (its address space and commit charge back).
+const OFFLINE_IDLE_TICKS: u32 = 2;
+/// Most blocks one tick takes offline.
+const OFFLINE_PER_TICK: usize = 64;
 
 /// What to do besides the pagesets' own tick.
 #[derive(Clone, Copy, Debug)]
@@ -48,7 +56,9 @@ pub fn tick(
     heaps.collect_abandoned(&home);
     let unmapped = huge.tick(&zone.budget, zone.epoch());
     if work.release_memory {
-        unmapped + zone.release_idle(1, zone.wmark(WMARK_HIGH))
+        unmapped
+            + zone.release_idle(1, zone.wmark(WMARK_HIGH))
+            + zone.shrink(Shrink::Idle(OFFLINE_IDLE_TICKS), OFFLINE_PER_TICK)
     } else {
         unmapped
     }

@@ -14,7 +14,6 @@ use core::sync::atomic::Ordering::Relaxed;
 use crate::geometry::{LARGE_MAX, PAGE_SIZE, SMALL_MAX};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, PageKind};
-use crate::report;
 use crate::runtime::{self, tls};
 use crate::section::{desc_of, is_ours};
 use crate::slab::{self, classes, Freed, Heap, Slab};
@@ -137,19 +136,22 @@ pub unsafe fn free(p: *mut u8) {
             unsafe { runtime::free_block(p, d) };
         }
     } else if !p.is_null() {
-        report::fatal("free(): invalid pointer", p);
+        // SAFETY: p is non-null; a giant block or not ours (reported).
+        unsafe { runtime::free_foreign(p, Caller::Free) };
     }
 }
 
-/// `free` of a block the caller says holds `size` bytes (Rust's `dealloc`,
-/// C++'s sized delete): small blocks skip the object-start check when the
-/// size agrees with their slab (see `slab::free_sized`).
+/// Rust's `dealloc` of a block of `size` bytes: small blocks skip the
+/// object-start check when the size agrees with their slab (see
+/// `slab::free_sized`), which is sound only because Rust's `GlobalAlloc`
+/// contract vouches for the pointer. C's `free_sized` and C++'s sized
+/// delete trust nothing and take [`free`]'s checks.
 ///
 /// # Safety
-/// As [`free`], and `p` was allocated with `size` bytes (or reallocated
-/// to it).
+/// `p` was returned by this allocator for `size` bytes (or reallocated to
+/// it) and is not freed since — as `GlobalAlloc::dealloc` requires.
 #[inline(always)]
-pub unsafe fn free_sized(p: *mut u8, size: usize) {
+pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
     let a = p as usize;
     if size <= SMALL_MAX && is_ours(a) {
         // SAFETY: descriptors of our sections are always readable.
@@ -188,7 +190,8 @@ enum Block {
 unsafe fn lookup(p: *mut u8, who: Caller) -> Block {
     let a = p as usize;
     if !is_ours(a) {
-        report::fatal(who.invalid(), p);
+        // SAFETY: p is non-null (contract).
+        return Block::Page(unsafe { large::checked_giant(p, who) });
     }
     let d = desc_of(a);
     // SAFETY: descriptors of our sections are always readable.

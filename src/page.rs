@@ -146,6 +146,10 @@ pub mod flags {
     /// Large: the tail of the power-of-two block past `pages` went back to
     /// the buddy (alloc_pages_exact); the freed range is `pages` pages.
     pub const TRIMMED: u8 = 1 << 2;
+    /// Huge: a block aligned to a section or more, whose descriptor sits
+    /// in the page just before it rather than in a section's descriptor
+    /// area (see `section::create_giant`).
+    pub const GIANT: u8 = 1 << 3;
 }
 
 /// One page descriptor (the kernel's `struct page`), as the zone and the
@@ -237,8 +241,10 @@ pub struct LargeBlock {
     /// Pages the caller may use (its usable size is this × 4 KiB); for a
     /// TRIMMED block also the range freed with it.
     pub pages: u32,
-    _next: *mut Page,
-    _prev: *mut Page,
+    /// Huge blocks: the list of every huge block (see `large/huge.rs`).
+    pub next: *mut LargeBlock,
+    /// Huge blocks: the list of every huge block.
+    pub prev: *mut LargeBlock,
     _head: AtomicPtr<Page>,
     /// Huge blocks: bytes of the block's mapping (at least `pages` pages).
     pub len: usize,
@@ -252,6 +258,8 @@ const _: () = {
     assert!(offset_of!(LargeBlock, order) == offset_of!(Page, order));
     assert!(offset_of!(LargeBlock, flags) == offset_of!(Page, flags));
     assert!(offset_of!(LargeBlock, pages) == offset_of!(Page, free_epoch));
+    assert!(offset_of!(LargeBlock, next) == offset_of!(Page, next));
+    assert!(offset_of!(LargeBlock, prev) == offset_of!(Page, prev));
     assert!(offset_of!(LargeBlock, _head) == offset_of!(Page, head));
 };
 

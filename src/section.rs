@@ -13,28 +13,32 @@
 //!
 //! Address space is taken in one of two ways. Normally the whole 256 MiB is
 //! reserved inaccessible up front and blocks are made accessible as the
-//! zone grows. When the OS refuses that much address space (`ulimit -v`),
-//! only the descriptor block is mapped, at an aligned address picked by
-//! hand, and each later block is mapped in place if that address is still
-//! free — the section simply ends where something else lives.
+//! zone grows (*online*), and inaccessible again when the zone gives a
+//! whole free block back (*offline*: the kernel's memory hot-remove). When
+//! the OS refuses that much address space (`ulimit -v`), only the
+//! descriptor block is mapped, at an aligned address picked by hand, and
+//! each later block is mapped in place if that address is still free — a
+//! block whose address something else took is *dead* for good.
 //!
 //! The chunk map is one byte per 4 MiB block of the 47-bit address space
 //! (32 MiB of zero-initialised memory, untouched except around our
 //! sections, so it costs address space, not memory): a byte is set,
 //! with Release ordering, only once the block is mapped and described, so
 //! "is this address ours?" never says yes for memory that merely falls in
-//! one of our 256 MiB slots. Bits are cleared only by [`destroy`] (tests).
-//! Production sections are never unmapped: a free() racing with a removal
-//! would read a descriptor that no longer exists — the race of seed 003 —
-//! so ours simply never go away.
+//! one of our 256 MiB slots; it is cleared when a block goes offline.
+//! Sections themselves, with their descriptor blocks, are never unmapped
+//! (only test zones are destroyed): a free() racing with a removal would
+//! read a descriptor that no longer exists — the race of seed 003 — so
+//! descriptors stay readable for the life of the process, even for blocks
+//! that went offline.
 
 use core::ptr;
-use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::geometry::{
     MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_PAGE_ORDER, MAX_SECTIONS, NR_CHUNK_SLOTS,
-    PAGEBLOCK_ORDER, PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_META_BYTES,
-    SECTION_SIZE,
+    PAGEBLOCK_ORDER, PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_BLOCKS,
+    SECTION_META_BYTES, SECTION_SIZE,
 };
 use crate::page::{MigrateType, Page};
 use crate::sys;
@@ -52,32 +56,124 @@ pub struct SectionHeader {
     pub slot: usize,
     /// The zone that owns the section (opaque; used for assertions).
     pub zone: AtomicUsize,
-    /// MAX_ORDER blocks of this section committed so far (block 0 is the
-    /// metadata itself). Guarded by the owning zone's lock.
-    pub committed_blocks: usize,
+    /// MAX_ORDER blocks online — committed and managed by the zone — bit
+    /// `b` for block `b`; bit 0 is the metadata block, always set. Guarded
+    /// by the owning zone's lock for writing; read without it (the stats).
+    pub online: AtomicU64,
+    /// Blocks that can never be mapped: in a section without a
+    /// reservation, another mapping took their address. Zone lock.
+    pub dead: u64,
     /// The whole section was reserved up front (else blocks are mapped one
     /// by one where the address space allows).
     pub reserved: bool,
-    /// Without a reservation: blocks already mapped (the first one comes
-    /// with the descriptor block).
-    pub mapped_blocks: usize,
+    /// Without a reservation: blocks mapped but not online yet (the first
+    /// one comes with the descriptor block). Zone lock.
+    pub premapped: u64,
     /// Huge sections: bytes mapped for the block (see [`create_huge`]).
     pub huge_len: usize,
     /// The migratetype of each pageblock (the kernel's pageblock_flags).
     /// Written under the zone lock; read racily by the pcp free path, as the
     /// kernel's get_pfnblock_migratetype does.
     pub pageblock_mt: [AtomicU8; PAGEBLOCKS_PER_SECTION],
+    /// One bit per page: the page is charged to the budget — handed out
+    /// since it was last given back to the OS, so it may be resident (see
+    /// `zone/budget.rs`). Zone sections only, under the zone lock.
+    pub charged: [u64; PAGES_PER_SECTION / 64],
 }
 
-const _: () = assert!(core::mem::size_of::<SectionHeader>() <= 1024 * PAGE_DESC_SIZE);
+// The header lives in the descriptors of the metadata pages themselves,
+// which describe nothing that is ever handed out.
+const _: () = assert!(
+    core::mem::size_of::<SectionHeader>() <= (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE
+);
+
+/// Counts the pages of `[addr, addr + pages)` (inside one section) whose
+/// charged bit is not set, and sets them if `set`, or counts those set and
+/// clears them if not. Returns the count.
+///
+/// # Safety
+/// The range lies in online blocks of a zone section whose lock is held.
+pub unsafe fn flip_charged(addr: usize, pages: usize, set: bool) -> usize {
+    let h = header_of(addr);
+    let first = (addr - section_base(addr)) >> PAGE_SHIFT;
+    let mut n = 0;
+    let mut i = first;
+    let end = first + pages;
+    while i < end {
+        let bit = i % 64;
+        let take = (64 - bit).min(end - i);
+        let mask = if take == 64 {
+            !0u64
+        } else {
+            ((1u64 << take) - 1) << bit
+        };
+        // SAFETY: h is a live zone section's header, guarded by the zone
+        // lock the caller holds.
+        let w = unsafe { &mut (*h).charged[i / 64] };
+        if set {
+            n += (!*w & mask).count_ones() as usize;
+            *w |= mask;
+        } else {
+            n += (*w & mask).count_ones() as usize;
+            *w &= !mask;
+        }
+        i += take;
+    }
+    n
+}
+
+/// Charged pages in `[addr, addr + pages)`, a word at a time.
+///
+/// # Safety
+/// As [`flip_charged`].
+pub unsafe fn count_charged_fast(addr: usize, pages: usize) -> usize {
+    let h = header_of(addr);
+    let first = (addr - section_base(addr)) >> PAGE_SHIFT;
+    let mut n = 0;
+    let mut i = first;
+    let end = first + pages;
+    while i < end {
+        let bit = i % 64;
+        let take = (64 - bit).min(end - i);
+        let mask = if take == 64 {
+            !0u64
+        } else {
+            ((1u64 << take) - 1) << bit
+        };
+        // SAFETY: forwarded contract.
+        n += (unsafe { (*h).charged[i / 64] } & mask).count_ones() as usize;
+        i += take;
+    }
+    n
+}
+
+/// Charged pages in `[addr, addr + pages)` (invariant checks).
+///
+/// # Safety
+/// As [`flip_charged`].
+pub unsafe fn count_charged(addr: usize, pages: usize) -> usize {
+    let h = header_of(addr);
+    let first = (addr - section_base(addr)) >> PAGE_SHIFT;
+    (first..first + pages)
+        // SAFETY: forwarded contract.
+        .filter(|&i| unsafe { (*h).charged[i / 64] } & (1 << (i % 64)) != 0)
+        .count()
+}
 
 /// One byte per MAX_ORDER block of the address space.
 static CHUNK_MAP: [AtomicU8; NR_CHUNK_SLOTS] = [const { AtomicU8::new(0) }; NR_CHUNK_SLOTS];
 /// log2 of a chunk (MAX_ORDER block).
 const CHUNK_SHIFT: u32 = MAX_PAGE_ORDER + PAGE_SHIFT;
 
+/// Chunk-map value: the chunk is described by its section's descriptors.
+const CHUNK_SECTION: u8 = 1;
+/// Chunk-map value: the chunk starts a giant block, described by the
+/// descriptor in the page before it (see [`create_giant`]).
+const CHUNK_GIANT: u8 = 2;
+
 fn mark_chunk(addr: usize, on: bool) {
-    CHUNK_MAP[addr >> CHUNK_SHIFT].store(u8::from(on), Ordering::Release);
+    let v = if on { CHUNK_SECTION } else { 0 };
+    CHUNK_MAP[addr >> CHUNK_SHIFT].store(v, Ordering::Release);
 }
 /// Every live section's base address (0 = free slot).
 static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
@@ -93,15 +189,85 @@ pub fn section_base(addr: usize) -> usize {
     addr & !(SECTION_SIZE - 1)
 }
 
-/// Whether `addr` lies in one of our sections (the kernel's pfn_valid).
-/// Lock-free: one load from the section map.
+/// Whether `addr` lies in one of our sections (the kernel's pfn_valid),
+/// so that [`desc_of`] describes it. Lock-free: one load from the section
+/// map. (The start of a giant block is ours too, but found through
+/// [`giant_desc`].)
 #[inline(always)]
 pub fn is_ours(addr: usize) -> bool {
     // One shift and one bounds check cover addresses past ADDRESS_BITS.
     match CHUNK_MAP.get(addr >> CHUNK_SHIFT) {
-        Some(c) => c.load(Ordering::Acquire) != 0,
+        Some(c) => c.load(Ordering::Acquire) == CHUNK_SECTION,
         None => false,
     }
+}
+
+/// The descriptor of the giant block starting at `addr`, if a giant block
+/// starts there (see [`create_giant`]).
+#[inline]
+pub fn giant_desc(addr: usize) -> Option<*mut Page> {
+    if !addr.is_multiple_of(MAX_ORDER_BYTES) {
+        return None;
+    }
+    let c = CHUNK_MAP.get(addr >> CHUNK_SHIFT)?;
+    (c.load(Ordering::Acquire) == CHUNK_GIANT).then(|| (addr - PAGE_DESC_SIZE) as *mut Page)
+}
+
+/// The header of a giant block: the start of the page before it.
+#[repr(C)]
+struct GiantHeader {
+    magic: u64,
+    /// The reservation holding the header page and the block.
+    base: usize,
+    /// Bytes of the reservation.
+    total: usize,
+}
+
+/// Creates a giant block: `len` bytes (a multiple of the page size)
+/// aligned to `align` (a power of two ≥ a section, which no section can
+/// hold: every such address is itself a section's start). The block gets a
+/// reservation of its own; its descriptor sits at the end of the page
+/// just before it, and its chunk is marked so [`giant_desc`] finds it.
+/// Returns the descriptor (kind `None`, ours to set), or `None` if the OS
+/// refuses.
+pub fn create_giant(len: usize, align: usize) -> Option<*mut Page> {
+    debug_assert!(align.is_power_of_two() && align >= SECTION_SIZE);
+    let total = align.checked_add(len)?;
+    let base = sys::reserve(total, align)? as usize;
+    let block = base + align;
+    let header = block - crate::geometry::PAGE_SIZE;
+    if !(sys::commit(header as *mut u8, crate::geometry::PAGE_SIZE)
+        && sys::commit(block as *mut u8, len))
+    {
+        sys::unmap(base as *mut u8, total);
+        return None;
+    }
+    let g = header as *mut GiantHeader;
+    // SAFETY: the header page was just committed and is ours alone.
+    unsafe {
+        g.write(GiantHeader {
+            magic: SECTION_MAGIC,
+            base,
+            total,
+        })
+    };
+    CHUNK_MAP[block >> CHUNK_SHIFT].store(CHUNK_GIANT, Ordering::Release);
+    Some((block - PAGE_DESC_SIZE) as *mut Page)
+}
+
+/// Unmaps a giant block.
+///
+/// # Safety
+/// `head` is the descriptor of a giant block of ours that nobody will use
+/// again.
+pub unsafe fn destroy_giant(head: *mut Page) {
+    let block = head as usize + PAGE_DESC_SIZE;
+    let g = (block - crate::geometry::PAGE_SIZE) as *const GiantHeader;
+    // SAFETY: a live giant block's header (contract).
+    let (magic, base, total) = unsafe { ((*g).magic, (*g).base, (*g).total) };
+    debug_assert_eq!(magic, SECTION_MAGIC);
+    CHUNK_MAP[block >> CHUNK_SHIFT].store(0, Ordering::Release);
+    sys::unmap(base as *mut u8, total);
 }
 
 /// The descriptor of the page containing `addr` (virt_to_page). Pure
@@ -171,13 +337,15 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         ptr::addr_of_mut!((*h).magic).write(SECTION_MAGIC);
         ptr::addr_of_mut!((*h).slot).write(slot);
         (*h).zone.store(zone, Ordering::Relaxed);
-        ptr::addr_of_mut!((*h).committed_blocks).write(1);
+        ptr::addr_of_mut!((*h).online).write(AtomicU64::new(1));
+        ptr::addr_of_mut!((*h).dead).write(0);
         ptr::addr_of_mut!((*h).reserved).write(reserved);
-        ptr::addr_of_mut!((*h).mapped_blocks).write(if reserved { 0 } else { 2 });
+        ptr::addr_of_mut!((*h).premapped).write(if reserved { 0 } else { 1 << 1 });
     }
     SECTION_ZONE[slot].store(zone, Ordering::Relaxed);
     SECTIONS[slot].store(base as usize, Ordering::Release);
-    mark_chunk(base as usize, true);
+    // The metadata block itself is not marked: nothing handed out lives
+    // there, so a pointer into it is foreign.
     Some(h)
 }
 
@@ -236,9 +404,10 @@ pub fn create_huge(len: usize, offset: usize) -> Option<*mut Page> {
         ptr::addr_of_mut!((*h).magic).write(SECTION_MAGIC);
         ptr::addr_of_mut!((*h).slot).write(usize::MAX);
         (*h).zone.store(HUGE_TAG, Ordering::Relaxed);
-        ptr::addr_of_mut!((*h).committed_blocks).write(0);
+        ptr::addr_of_mut!((*h).online).write(AtomicU64::new(0));
+        ptr::addr_of_mut!((*h).dead).write(0);
         ptr::addr_of_mut!((*h).reserved).write(reserved);
-        ptr::addr_of_mut!((*h).mapped_blocks).write(0);
+        ptr::addr_of_mut!((*h).premapped).write(0);
         ptr::addr_of_mut!((*h).huge_len).write(len);
     }
     let block = base as usize + offset;
@@ -316,26 +485,117 @@ fn claim_slot() -> Option<usize> {
     None
 }
 
-/// Commits MAX_ORDER block `block` (1..) of the section at `h`.
+/// The lowest block of section `h` that could go online (not online, not
+/// dead), if any.
 ///
 /// # Safety
 /// `h` is a live section header owned by the caller's zone, whose lock is
-/// held; `block` is not committed yet.
+/// held.
+pub unsafe fn free_block_slot(h: *const SectionHeader) -> Option<usize> {
+    // SAFETY: h is a live header (contract).
+    let taken = unsafe { (*h).online.load(Ordering::Relaxed) | (*h).dead } | 1;
+    let free = !taken & BLOCK_BITS;
+    (free != 0).then(|| free.trailing_zeros() as usize)
+}
+
+/// Bits of the blocks a section holds for the zone (1..=SECTION_BLOCKS).
+const BLOCK_BITS: u64 = if SECTION_BLOCKS >= 63 {
+    !1
+} else {
+    ((1u64 << (SECTION_BLOCKS + 1)) - 1) & !1
+};
+
+/// The addresses of the online blocks of the section at `base` whose
+/// online bitmap is `online`, in address order.
+pub fn online_block_addrs(base: usize, online: u64) -> impl Iterator<Item = usize> {
+    let mut bits = online & BLOCK_BITS;
+    core::iter::from_fn(move || {
+        if bits == 0 {
+            return None;
+        }
+        let b = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        Some(base + b * MAX_ORDER_BYTES)
+    })
+}
+
+/// The online bitmap of section `h` (a racy read without the zone lock:
+/// a block may go online or offline meanwhile).
+///
+/// # Safety
+/// `h` is a live section header.
+pub unsafe fn online_bits(h: *const SectionHeader) -> u64 {
+    // SAFETY: forwarded contract.
+    unsafe { (*h).online.load(Ordering::Relaxed) }
+}
+
+/// Brings MAX_ORDER block `block` (1..) of the section at `h` online: makes
+/// it accessible and marks it ours. False if the OS refuses; in a section
+/// without a reservation whose address another mapping took, the block is
+/// then dead.
+///
+/// # Safety
+/// `h` is a live section header owned by the caller's zone, whose lock is
+/// held; `block` is neither online nor dead.
 pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
     let addr = h as usize + block * MAX_ORDER_BYTES;
+    let bit = 1u64 << block;
+    // SAFETY: h is a live header, guarded by the lock we hold (contract).
+    unsafe {
+        debug_assert!(((*h).online.load(Ordering::Relaxed) | (*h).dead) & bit == 0);
+        let ok = if (*h).reserved {
+            sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
+        } else if (*h).premapped & bit != 0 {
+            (*h).premapped &= !bit;
+            true
+        } else if sys::map_fixed(addr as *mut u8, MAX_ORDER_BYTES) {
+            true
+        } else {
+            (*h).dead |= bit;
+            false
+        };
+        if ok {
+            (*h).online.fetch_or(bit, Ordering::Relaxed);
+            mark_chunk(addr, true);
+        }
+        ok
+    }
+}
+
+/// Takes online block `block` of the section at `h` offline: no longer
+/// ours, its memory and commit charge back to the OS. Its descriptors
+/// must be `None` (they stay readable). False if the OS refused (the
+/// block then stays online, untouched).
+///
+/// # Safety
+/// `h` is a live section header owned by the caller's zone; the block is
+/// online and nobody uses its memory or will until it is online again.
+/// The zone lock need not be held during the call, but the block must be
+/// kept from going online meanwhile (it stays online until this returns).
+pub unsafe fn decommit_block(h: *mut SectionHeader, block: usize) -> bool {
+    let addr = h as usize + block * MAX_ORDER_BYTES;
     // SAFETY: h is a live header (contract).
-    let (reserved, mapped) = unsafe { ((*h).reserved, (*h).mapped_blocks) };
+    let reserved = unsafe { (*h).reserved };
     let ok = if reserved {
-        sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
-    } else if block < mapped {
-        true // mapped along with the descriptor block
+        sys::decommit(addr as *mut u8, MAX_ORDER_BYTES)
     } else {
-        sys::map_fixed(addr as *mut u8, MAX_ORDER_BYTES)
+        sys::unmap(addr as *mut u8, MAX_ORDER_BYTES);
+        true
     };
     if ok {
-        mark_chunk(addr, true);
+        mark_chunk(addr, false);
     }
     ok
+}
+
+/// Records that block `block` of `h` went offline (after a successful
+/// [`decommit_block`]).
+///
+/// # Safety
+/// As [`commit_block`]: the zone lock is held.
+pub unsafe fn set_offline(h: *mut SectionHeader, block: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { (*h).online.fetch_and(!(1u64 << block), Ordering::Relaxed) };
 }
 
 /// Unmaps a section and frees its slot and map bit.
@@ -346,23 +606,29 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
 pub unsafe fn destroy(h: *mut SectionHeader) {
     let base = h as usize;
     // SAFETY: h is a live header (contract).
-    let (slot, blocks, reserved, mapped) = unsafe {
+    let (slot, online, reserved, premapped) = unsafe {
         (
             (*h).slot,
-            (*h).committed_blocks,
+            (*h).online.load(Ordering::Relaxed),
             (*h).reserved,
-            (*h).mapped_blocks,
+            (*h).premapped,
         )
     };
-    for b in 0..blocks {
-        mark_chunk(base + b * MAX_ORDER_BYTES, false);
+    for b in 0..64 {
+        if online & (1 << b) != 0 {
+            mark_chunk(base + b * MAX_ORDER_BYTES, false);
+        }
     }
     SECTION_ZONE[slot].store(0, Ordering::Relaxed);
     SECTIONS[slot].store(1, Ordering::Release); // still claimed until unmapped
     if reserved {
         sys::unmap(base as *mut u8, SECTION_SIZE);
     } else {
-        sys::unmap(base as *mut u8, blocks.max(mapped) * MAX_ORDER_BYTES);
+        for b in 0..64 {
+            if (online | premapped) & (1 << b) != 0 {
+                sys::unmap((base + b * MAX_ORDER_BYTES) as *mut u8, MAX_ORDER_BYTES);
+            }
+        }
     }
     SECTIONS[slot].store(0, Ordering::Release);
 }
@@ -401,7 +667,29 @@ mod tests {
         let h = create(0xdead).expect("reserve a section");
         let base = h as usize;
         assert_eq!(base % SECTION_SIZE, 0);
-        assert!(is_ours(base + 12345));
+        // The metadata block is not ours to hand out; block 2 is once it
+        // goes online, and again not once it goes offline.
+        assert!(!is_ours(base + 12345));
+        let b2 = base + 2 * MAX_ORDER_BYTES;
+        assert!(!is_ours(b2 + 12345));
+        // SAFETY: a test section nobody else uses (no zone lock needed).
+        unsafe {
+            assert_eq!(free_block_slot(h), Some(1));
+            assert!(commit_block(h, 2));
+            assert_eq!(free_block_slot(h), Some(1));
+            assert!(is_ours(b2 + 12345));
+            (b2 as *mut u8).write(7);
+            assert!(decommit_block(h, 2));
+            set_offline(h, 2);
+            assert!(!is_ours(b2 + 12345));
+            assert!(commit_block(h, 2));
+            assert_eq!(
+                (b2 as *const u8).read(),
+                0,
+                "offline memory comes back zero"
+            );
+            assert_eq!(online_bits(h), 1 | 1 << 2);
+        }
         assert!(!is_ours(base + SECTION_SIZE));
         assert!(!is_ours(usize::MAX - 5));
         for page in [1024usize, 1025, 4096, PAGES_PER_SECTION - 1] {
@@ -414,6 +702,23 @@ mod tests {
         assert!(unsafe { header_ok(h) });
         // SAFETY: nothing else uses this test section.
         unsafe { destroy(h) };
-        assert!(!is_ours(base + 12345));
+        assert!(!is_ours(b2 + 12345));
+    }
+
+    #[test]
+    fn charged_bits_count_and_flip() {
+        let h = create(0xbeef).expect("reserve a section");
+        let a = h as usize + MAX_ORDER_BYTES + 3 * crate::geometry::PAGE_SIZE;
+        // SAFETY: a test section nobody else uses.
+        unsafe {
+            assert_eq!(flip_charged(a, 100, true), 100);
+            assert_eq!(flip_charged(a + 4096 * 50, 100, true), 50);
+            assert_eq!(count_charged(a, 200), 150);
+            assert_eq!(count_charged_fast(a, 200), 150);
+            assert_eq!(count_charged_fast(a + 4096, 64), 64);
+            assert_eq!(flip_charged(a + 4096 * 10, 20, false), 20);
+            assert_eq!(count_charged_fast(a, 150), 130);
+            destroy(h);
+        }
     }
 }

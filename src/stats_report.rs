@@ -57,8 +57,9 @@ pub struct PagesetStats {
 
 /// The allocator's memory in bytes, as jemalloc's `stats.allocated`,
 /// `active`, `resident` and `mapped`. Normally allocated ≤ active ≤
-/// resident ≤ mapped; a snapshot taken while other threads allocate is
-/// not atomic, so the figures may disagree by what moved meanwhile.
+/// charged and resident ≤ charged; a snapshot taken while other threads
+/// allocate is not atomic, so the figures may disagree by what moved
+/// meanwhile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Bytes {
     /// Live allocations: small objects by their size class, large and huge
@@ -68,17 +69,44 @@ pub struct Bytes {
     /// and any parked empty slab), large blocks (with blocks cached for
     /// reuse) and live huge blocks.
     pub active: u64,
-    /// Mapped memory not given back to the OS: an upper bound on the
-    /// heap's resident set (a page never touched counts until released).
+    /// The heap's memory resident now, as the OS counts it (`mincore` over
+    /// every mapping of the heap: zone blocks, their page descriptors, huge
+    /// blocks): what the heap adds to the process's RSS.
     pub resident: u64,
-    /// Memory mapped for the heap: the zone's and the huge blocks' (live
-    /// and cached). Page descriptors and other metadata are not included.
+    /// Address space the heap has made accessible: the zone's online
+    /// blocks and the huge blocks, live and cached (page descriptors
+    /// excluded). Pages never touched, or given back, count here but are
+    /// not resident.
     pub mapped: u64,
-    /// The most memory mapped at once.
-    pub peak_mapped: u64,
+    /// Bytes charged to the budget — what `PCPALLOC_MEMORY_LIMIT` bounds:
+    /// zone pages handed out and not given back to the OS since, the page
+    /// descriptors of online blocks, huge blocks (live and cached).
+    pub charged: u64,
+    /// The most bytes ever charged at once.
+    pub peak_charged: u64,
     /// Free small objects waiting on thread bins (in `active`, not in
     /// `allocated`).
     pub binned: u64,
+}
+
+/// What the runtime's reclaims have given back (see `runtime/reclaim.rs`),
+/// in the order they do it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimCounters {
+    /// Reclaims run (each before a request would have failed).
+    pub runs: u64,
+    /// Reclaims after which the retried request succeeded.
+    pub retry_ok: u64,
+    /// Slabs given back by heaps (the caller's, exited threads', parked).
+    pub slabs: u64,
+    /// Pages drained from pagesets.
+    pub pcp_pages: u64,
+    /// Bytes of cached huge blocks unmapped.
+    pub huge_bytes: u64,
+    /// Bytes of whole free blocks taken offline.
+    pub offline_bytes: u64,
+    /// Bytes of free memory released with madvise.
+    pub released_bytes: u64,
 }
 
 /// A snapshot of the whole allocator.
@@ -110,6 +138,8 @@ pub struct Stats {
     pub remote_frees: u64,
     /// Huge blocks.
     pub huge: HugeUsage,
+    /// What reclaims gave back.
+    pub reclaim: ReclaimCounters,
     /// Maintenance ticks run; whether the background thread runs.
     pub ticks: u64,
     /// Whether the background maintenance thread is running.
@@ -131,6 +161,8 @@ pub struct Parts<'a> {
     pub ticks: u64,
     /// Whether the background maintenance thread runs.
     pub background: bool,
+    /// What the runtime's reclaims gave back.
+    pub reclaim: ReclaimCounters,
 }
 
 impl Stats {
@@ -152,6 +184,7 @@ impl Stats {
             slabs_retired: 0,
             remote_frees: 0,
             huge,
+            reclaim: parts.reclaim,
             ticks: parts.ticks,
             background: parts.background,
             cxx: core::array::from_fn(|i| CXX_CALLS[i].load(Relaxed)),
@@ -187,12 +220,14 @@ impl Stats {
         let in_use = parts.heaps.bytes_in_use();
         let page = PAGE_SIZE as u64;
         let out_pages = (zone.managed as u64).saturating_sub(zone.free as u64 + s.pcp_count);
+        let huge_live_mapped = huge.bytes.saturating_sub(huge.cached_bytes) as u64;
         s.bytes = Bytes {
-            allocated: in_use.small + in_use.large + huge.bytes as u64,
-            active: out_pages * page + huge.bytes as u64,
-            resident: (zone.budget_used as u64).saturating_sub(zone.clean_free as u64 * page),
-            mapped: zone.budget_used as u64,
-            peak_mapped: zone.budget_peak as u64,
+            allocated: in_use.small + in_use.large + huge.live_bytes as u64,
+            active: out_pages * page + huge_live_mapped,
+            resident: (parts.pages.zone.resident_bytes() + parts.huge.resident_bytes()) as u64,
+            mapped: zone.managed as u64 * page + huge.bytes as u64,
+            charged: zone.budget_used as u64,
+            peak_charged: zone.budget_peak as u64,
             binned: in_use.binned,
         };
         parts.heaps.for_each(|h| {
@@ -236,7 +271,8 @@ impl Stats {
             "active_bytes" => b.active,
             "resident_bytes" => b.resident,
             "mapped_bytes" => b.mapped,
-            "peak_mapped_bytes" => b.peak_mapped,
+            "charged_bytes" => b.charged,
+            "peak_charged_bytes" => b.peak_charged,
             "binned_bytes" => b.binned,
             "nr_managed_pages" => z.managed,
             "nr_free_pages" => z.free,
@@ -247,6 +283,7 @@ impl Stats {
             "wmark_high" => z.wmark[2],
             "zone_below_high" => u8::from(z.below_high),
             "memory_limit_bytes" => z.memory_limit,
+            "nr_charged_pages" => z.charged,
         }
         for o in 0..NR_PAGE_ORDERS {
             writeln!(w, "free_area_order_{o} {}", z.nr_free[o])?;
@@ -279,6 +316,9 @@ impl Stats {
             "below_high_set" => c.below_high_set,
             "below_high_clear" => c.below_high_clear,
             "drain_all" => c.drain_all,
+            "charge_fail" => c.charge_fail,
+            "zone_shrink" => c.shrink_events,
+            "zone_shrink_pages" => c.shrink_pages,
             "pcp_bulk_max" => c.bulk_max,
             "zone_lock_acquisitions" => z.lock_acquisitions,
             "zone_lock_contended" => z.lock_contended,
@@ -326,12 +366,20 @@ impl Stats {
             "slabs_live" => self.slabs_created - self.slabs_retired,
             "remote_frees" => self.remote_frees,
             "huge_blocks" => self.huge.live,
+            "huge_live_bytes" => self.huge.live_bytes,
             "huge_bytes" => self.huge.bytes,
             "huge_allocs" => self.huge.allocs,
             "huge_cache_hits" => self.huge.cache_hits,
             "huge_cached_blocks" => self.huge.cached,
             "huge_cached_bytes" => self.huge.cached_bytes,
             "huge_cache_high" => self.huge.cache_high,
+            "reclaim_runs" => self.reclaim.runs,
+            "reclaim_retry_ok" => self.reclaim.retry_ok,
+            "reclaim_slabs" => self.reclaim.slabs,
+            "reclaim_pcp_pages" => self.reclaim.pcp_pages,
+            "reclaim_huge_bytes" => self.reclaim.huge_bytes,
+            "reclaim_offline_bytes" => self.reclaim.offline_bytes,
+            "reclaim_released_bytes" => self.reclaim.released_bytes,
             "ticks" => self.ticks,
             "background_thread" => u8::from(self.background),
             "cxx_new" => self.cxx[CxxCall::New as usize],

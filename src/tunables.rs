@@ -243,7 +243,7 @@ impl PathSetting {
 
 /// Settings read once at init (not changeable afterwards).
 pub struct Settings {
-    /// Memory limit in bytes (0 = from cgroup / MemTotal).
+    /// Memory limit in bytes (0 = none).
     pub memory_limit: AtomicUsize,
     /// PcpMode as u32.
     pub pcp_mode: AtomicU32,
@@ -363,18 +363,25 @@ pub struct Tunable {
 pub static TUNABLES: &[Tunable] = &[
     Tunable {
         name: "PCPALLOC_MEMORY_LIMIT",
-        values: "bytes, with K/KiB, M/MiB, G/GiB or T/TiB; at least 4 MiB",
-        default: "cgroup memory.max, else MemTotal",
-        doc: "Most memory the heap may map; past it malloc returns NULL with ENOMEM.",
+        values: "`none`, or bytes with K/KiB, M/MiB, G/GiB or T/TiB; at least 4 MiB",
+        default: "none",
+        doc: "A wall on the memory the heap may hold resident (pages handed out and not yet given back, page descriptors, huge blocks); past it, after reclaiming, malloc returns NULL with ENOMEM. Without it only the OS and the cgroup limit the heap, as for glibc.",
         apply: |v| match parse_size(v) {
-            None => Err("not a size (a number with K/KiB, M/MiB, G/GiB or T/TiB)"),
+            _ if v.eq_ignore_ascii_case(b"none") => {
+                SETTINGS.memory_limit.store(0, Relaxed);
+                Ok(())
+            }
+            None => Err("not a size (a number with K/KiB, M/MiB, G/GiB or T/TiB, or none)"),
             Some(n) if n < MEMORY_LIMIT_MIN => Err("below the minimum of 4 MiB"),
             Some(n) => {
                 SETTINGS.memory_limit.store(n as usize, Relaxed);
                 Ok(())
             }
         },
-        show: |w, _| write!(w, "{}", SETTINGS.memory_limit.load(Relaxed)),
+        show: |w, _| match SETTINGS.memory_limit.load(Relaxed) {
+            0 => w.write_str("none"),
+            n => write!(w, "{n}"),
+        },
     },
     Tunable {
         name: "PCPALLOC_PCP",

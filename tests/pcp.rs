@@ -202,7 +202,7 @@ fn below_high_stops_growth_and_clears_itself() {
         // SAFETY: ours, order 6.
         unsafe { z.free(b, 6) };
     }
-    assert!(z.free_pages() < z.snapshot().wmark[2]);
+    assert!(z.available_pages() < z.snapshot().wmark[2]);
     let first = alloc(&ps, &z, 0);
     assert!(z.below_high(), "BELOW_HIGH detected on the allocation path");
     let high_after_first = ps.snapshot().0.high;

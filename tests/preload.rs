@@ -317,7 +317,8 @@ fn stats_report_at_exit() {
         "active_bytes",
         "resident_bytes",
         "mapped_bytes",
-        "peak_mapped_bytes",
+        "charged_bytes",
+        "peak_charged_bytes",
     ] {
         let v: u64 = err
             .lines()

@@ -5,8 +5,9 @@
 //! frame may be on the stack when it does: each `new` symbol is a naked
 //! function that jumps (not calls) to the C code in `cxx_new.c`, which
 //! retries through the new_handler and throws `std::bad_alloc`. `delete`
-//! never throws and is plain Rust; sized delete hands its size to
-//! `free_sized`, which skips the object-start check.
+//! never throws and is plain Rust; sized delete takes `free`'s checks (a
+//! size from C++ vouches for nothing: an interior pointer must abort as
+//! in `free`, not corrupt the heap).
 //!
 //! With the report at exit on (`PCPALLOC_STATS=1`), calls are counted
 //! (`cxx_new`, `cxx_new_aligned`, `cxx_delete_sized`,
@@ -122,8 +123,9 @@ delete! {
 #[no_mangle]
 pub unsafe extern "C" fn _ZdlPvm(p: *mut c_void, size: usize) {
     count_cxx(CxxCall::DeleteSized);
+    let _ = size;
     // SAFETY: forwarded contract.
-    unsafe { m::free_sized(p.cast(), size) }
+    unsafe { m::free(p.cast()) }
 }
 
 /// C++ sized `operator delete[](void*, size_t)`.
@@ -133,6 +135,7 @@ pub unsafe extern "C" fn _ZdlPvm(p: *mut c_void, size: usize) {
 #[no_mangle]
 pub unsafe extern "C" fn _ZdaPvm(p: *mut c_void, size: usize) {
     count_cxx(CxxCall::DeleteSized);
+    let _ = size;
     // SAFETY: forwarded contract.
-    unsafe { m::free_sized(p.cast(), size) }
+    unsafe { m::free(p.cast()) }
 }

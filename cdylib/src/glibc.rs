@@ -13,7 +13,7 @@ use crate::lines::{name_value, Lines};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MallInfo2 {
-    /// Bytes mapped for the zone (not huge blocks).
+    /// Bytes of the zone's online memory (huge blocks excluded).
     pub arena: usize,
     /// Free blocks in the zone's buddy lists.
     pub ordblks: usize,
@@ -21,9 +21,9 @@ pub struct MallInfo2 {
     pub smblks: usize,
     /// Live huge blocks (each its own mapping, as glibc's mmapped chunks).
     pub hblks: usize,
-    /// Bytes of live huge blocks.
+    /// Usable bytes of live huge blocks.
     pub hblkhd: usize,
-    /// The most memory mapped at once.
+    /// The most bytes ever charged to the budget at once.
     pub usmblks: usize,
     /// Bytes of free small objects waiting on thread bins (glibc: fastbin
     /// bytes).
@@ -57,8 +57,8 @@ pub struct MallInfo {
 fn mallinfo_of(s: &Stats) -> MallInfo2 {
     let page = pcpalloc_core::internals::PAGE_SIZE as u64;
     let b = &s.bytes;
-    let huge = s.huge.bytes as u64;
-    let arena = b.mapped.saturating_sub(huge + s.huge.cached_bytes as u64);
+    let huge = s.huge.live_bytes as u64;
+    let arena = s.zone.managed as u64 * page;
     let uord = b.allocated.saturating_sub(huge);
     let dirty_free = (s.zone.free - s.zone.clean_free.min(s.zone.free)) as u64 * page;
     MallInfo2 {
@@ -67,7 +67,7 @@ fn mallinfo_of(s: &Stats) -> MallInfo2 {
         smblks: 0,
         hblks: s.huge.live,
         hblkhd: huge as usize,
-        usmblks: b.peak_mapped as usize,
+        usmblks: b.peak_charged as usize,
         fsmblks: b.binned as usize,
         uordblks: uord as usize,
         fordblks: arena.saturating_sub(uord) as usize,
@@ -146,8 +146,8 @@ pub unsafe extern "C" fn malloc_info(options: c_int, fp: *mut libc::FILE) -> c_i
         "<malloc version=\"pcpalloc-{}\">\n<system type=\"current\" size=\"{}\"/>\n\
          <system type=\"max\" size=\"{}\"/>\n",
         env!("CARGO_PKG_VERSION"),
-        s.bytes.mapped,
-        s.bytes.peak_mapped
+        s.bytes.charged,
+        s.bytes.peak_charged
     );
     put(head.bytes());
     let mut w = Lines::new(|line| {

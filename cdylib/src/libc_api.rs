@@ -100,22 +100,16 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     unsafe { m::usable_size(p.cast()) }
 }
 
-/// C23 `free_sized`: `size` is what the block was allocated (or last
-/// reallocated) with; small blocks then skip the object-start check. A
-/// size of 0 means unknown.
+/// C23 `free_sized`: `free` with the size the block was allocated with
+/// (or 0). The size vouches for nothing: the pointer takes `free`'s
+/// checks, so an interior pointer aborts with its address.
 ///
 /// # Safety
-/// As `free`, and `size` is 0 or the block's requested size.
+/// As `free`.
 #[no_mangle]
-pub unsafe extern "C" fn free_sized(p: *mut c_void, size: usize) {
+pub unsafe extern "C" fn free_sized(p: *mut c_void, _size: usize) {
     // SAFETY: forwarded contract.
-    unsafe {
-        if size == 0 {
-            m::free(p.cast());
-        } else {
-            m::free_sized(p.cast(), size);
-        }
-    }
+    unsafe { m::free(p.cast()) }
 }
 
 /// C23 `free_aligned_sized`: an aligned block takes `free`'s full checks

@@ -3,6 +3,10 @@
 //! block (see `section::create_huge`). So a huge block is found like any
 //! other: the chunk map says the address is ours, its page descriptor says
 //! `Huge` and how long it is. No side table, no lock on the free path.
+//! A block aligned to a whole section or more (256 MiB, up to what the
+//! address space allows) cannot start inside a section: it is a *giant*
+//! block with its descriptor in the page just before it
+//! (`section::create_giant`), never cached and never resized in place.
 //!
 //! Freed huge blocks are kept for reuse, mapped and resident, in a small
 //! cache — the pageset idea one level up. Mapping a block and faulting its
@@ -13,19 +17,25 @@
 //! (mremap: only the new pages fault), else maps a new one. How much the
 //! cache may hold, `high`, is tuned as a pageset's is (seed 000 patches
 //! 6–7): blocks refused for lack of room are remembered, and a miss that
-//! follows grows `high` by what was refused, up to an eighth of the memory
-//! limit; each tick `high` decays by an eighth (to `HUGE_HIGH_MIN`) and
-//! blocks that stayed in the cache for a whole tick are unmapped — idle
-//! memory still goes back to the OS within a tick or two.
+//! follows grows `high` by what was refused, up to an eighth of the
+//! memory the budget is sized from; each tick `high` decays by an eighth
+//! (to `HUGE_HIGH_MIN`) and blocks that stayed in the cache for a whole
+//! tick are unmapped — idle memory still goes back to the OS within a tick
+//! or two.
 //!
-//! The memory limit covers huge blocks, cached ones included: their bytes
-//! stay charged to the zone's budget; at the limit the cache is emptied
-//! before an allocation fails.
+//! Every huge block, live or cached, holds its mapping's cost in the
+//! budget (`HUGE_META` for its header and descriptor page on top of its
+//! length): charged when mapped or grown, given back when unmapped or
+//! shrunk. When the budget says no, `alloc` returns null and the runtime
+//! reclaims (this cache first among the rest) before it retries.
+//!
+//! Every huge block is also on one list (under the cache lock), so the
+//! stats can ask the OS how much of them is resident.
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_META_BYTES, SECTION_SIZE};
-use crate::page::{LargeBlock, Page, PageKind};
+use crate::page::{flags, LargeBlock, Page, PageKind};
 use crate::section::{self, page_addr};
 use crate::sync::Locked;
 use crate::sys;
@@ -35,9 +45,18 @@ use crate::zone::Budget;
 const CACHE_SLOTS: usize = 16;
 /// The cache's `high` never decays below this.
 pub const HUGE_HIGH_MIN: usize = 32 << 20;
-/// The share of the memory limit the cache may grow to (an eighth, as a
+/// The share of the budget's size the cache may grow to (an eighth, as a
 /// pageset's `high_max`).
 const HUGE_HIGH_LIMIT_SHIFT: u32 = 3;
+/// What a huge block costs the budget beyond its length: its section's
+/// header page and the page holding its descriptor.
+pub const HUGE_META: usize = 2 * PAGE_SIZE;
+
+/// The budget cost of a huge block mapping `len` bytes.
+#[inline]
+pub const fn cost(len: usize) -> usize {
+    len + HUGE_META
+}
 
 /// A cached block: its head and the tick it was cached at.
 #[derive(Clone, Copy)]
@@ -46,30 +65,77 @@ struct Entry {
     epoch: u32,
 }
 
-/// The cache, behind its lock (a leaf: nothing else is taken under it).
+/// The cache and the list of every block, behind one lock (a leaf:
+/// nothing else is taken under it).
 ///
 /// Invariants: `entries[..n]` are `HugeCached` heads of huge sections;
 /// `bytes` is the sum of their `len`; `bytes ≤ high` except after `high`
-/// decays (the next tick unmaps the idle ones).
-struct Cache {
+/// decays (the next tick unmaps the idle ones); `all` links every huge
+/// block, live or cached, through `next`/`prev`.
+struct State {
     entries: [Entry; CACHE_SLOTS],
     n: usize,
     bytes: usize,
     high: usize,
     /// Bytes refused for lack of room since the last tick.
     missed: usize,
+    /// Every huge block.
+    all: *mut LargeBlock,
 }
 
-// SAFETY: the entries are huge sections only reached under the lock.
-unsafe impl Send for Cache {}
+// SAFETY: the entries and the list are huge sections only reached under
+// the lock.
+unsafe impl Send for State {}
 
-/// The huge blocks of one allocator: counters and the cache.
+impl State {
+    /// Puts `b` on the list of every block.
+    ///
+    /// # Safety
+    /// `b` is a huge block of ours on no list.
+    unsafe fn link(&mut self, b: *mut LargeBlock) {
+        // SAFETY: b and the list's blocks are ours, reached under the lock.
+        unsafe {
+            (*b).prev = core::ptr::null_mut();
+            (*b).next = self.all;
+            if !self.all.is_null() {
+                (*self.all).prev = b;
+            }
+        }
+        self.all = b;
+    }
+
+    /// Takes `b` off the list of every block.
+    ///
+    /// # Safety
+    /// `b` is on the list.
+    unsafe fn unlink(&mut self, b: *mut LargeBlock) {
+        // SAFETY: as in link.
+        unsafe {
+            let (n, p) = ((*b).next, (*b).prev);
+            if !n.is_null() {
+                (*n).prev = p;
+            }
+            if p.is_null() {
+                self.all = n;
+            } else {
+                (*p).next = n;
+            }
+            (*b).next = core::ptr::null_mut();
+            (*b).prev = core::ptr::null_mut();
+        }
+    }
+}
+
+/// The huge blocks of one allocator: counters, the cache and the list.
 pub struct HugeBlocks {
     live: AtomicUsize,
+    /// Usable bytes of live blocks (what the program holds).
+    live_bytes: AtomicUsize,
+    /// Bytes mapped for blocks, live and cached.
     bytes: AtomicUsize,
     allocs: AtomicU64,
     hits: AtomicU64,
-    cache: Locked<Cache>,
+    state: Locked<State>,
 }
 
 /// Counters of the huge blocks.
@@ -77,14 +143,16 @@ pub struct HugeBlocks {
 pub struct HugeUsage {
     /// Huge blocks live now.
     pub live: usize,
-    /// Bytes mapped for them.
+    /// Usable bytes of the live blocks.
+    pub live_bytes: usize,
+    /// Bytes mapped for huge blocks, live and cached.
     pub bytes: usize,
     /// Huge blocks ever mapped.
     pub allocs: u64,
     /// Allocations served from the cache (including by growing a cached
     /// block in place).
     pub cache_hits: u64,
-    /// Blocks in the cache, and their bytes.
+    /// Blocks in the cache.
     pub cached: usize,
     /// Bytes in the cache.
     pub cached_bytes: usize,
@@ -93,7 +161,7 @@ pub struct HugeUsage {
 }
 
 /// Where a huge block aligned to `align` starts in its section, or `None`
-/// for an alignment a section cannot give.
+/// for an alignment a section cannot give (a giant block).
 fn block_offset(align: usize) -> Option<usize> {
     let off = align
         .max(SECTION_META_BYTES)
@@ -101,15 +169,26 @@ fn block_offset(align: usize) -> Option<usize> {
     (off < SECTION_SIZE).then_some(off)
 }
 
+/// The address of huge block `b`.
+#[inline]
+pub fn block_addr(b: *const LargeBlock) -> usize {
+    // SAFETY: b is a huge block's descriptor (caller), readable.
+    if unsafe { (*b).flags } & flags::GIANT != 0 {
+        b as usize + crate::geometry::PAGE_DESC_SIZE
+    } else {
+        page_addr(b.cast())
+    }
+}
+
 /// Makes the head of a huge section a live huge block whose caller may
 /// use `pages` pages of its `len` mapped bytes.
 ///
 /// # Safety
 /// `head` heads a huge section the caller owns.
-unsafe fn make_huge(head: *mut Page, pages: usize, len: usize) -> *mut LargeBlock {
+unsafe fn make_huge(head: *mut Page, pages: usize, len: usize, fl: u8) -> *mut LargeBlock {
     // SAFETY: forwarded contract.
     unsafe {
-        let b = LargeBlock::make(head, 0, pages, 0);
+        let b = LargeBlock::make(head, 0, pages, fl);
         (*b).len = len;
         (*b).set_kind(PageKind::Huge);
         b
@@ -121,10 +200,11 @@ impl HugeBlocks {
     pub const fn new() -> HugeBlocks {
         HugeBlocks {
             live: AtomicUsize::new(0),
+            live_bytes: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             allocs: AtomicU64::new(0),
             hits: AtomicU64::new(0),
-            cache: Locked::new(Cache {
+            state: Locked::new(State {
                 entries: [Entry {
                     block: core::ptr::null_mut(),
                     epoch: 0,
@@ -133,23 +213,24 @@ impl HugeBlocks {
                 bytes: 0,
                 high: HUGE_HIGH_MIN,
                 missed: 0,
+                all: core::ptr::null_mut(),
             }),
         }
     }
 
     /// A huge block of `size` bytes aligned to `align` (a power of two),
     /// zeroed if `zero`: from the cache, or mapped (charging `budget`).
-    /// Null when the limit, the alignment or the OS says no.
+    /// Null when the budget or the OS says no, or the size is absurd.
     pub fn alloc(&self, budget: &Budget, size: usize, align: usize, zero: bool) -> *mut u8 {
         let Some(len) = size.checked_next_multiple_of(PAGE_SIZE) else {
-            return core::ptr::null_mut();
-        };
-        let Some(offset) = block_offset(align) else {
             return core::ptr::null_mut();
         };
         if len / PAGE_SIZE > u32::MAX as usize {
             return core::ptr::null_mut();
         }
+        let Some(offset) = block_offset(align) else {
+            return self.alloc_giant(budget, len, align);
+        };
         if let Some(p) = self.take_cached(budget, len, offset) {
             if zero {
                 // SAFETY: p is a block of ours of at least len bytes.
@@ -157,30 +238,48 @@ impl HugeBlocks {
             }
             return p;
         }
-        let mut charged = budget.try_charge(len);
-        if !charged && self.trim(budget) > 0 {
-            charged = budget.try_charge(len);
-        }
-        if !charged {
-            return core::ptr::null_mut();
-        }
-        let Some(head) = section::create_huge(len, offset) else {
-            budget.uncharge(len);
+        let Some(charge) = budget.charge(cost(len)) else {
             return core::ptr::null_mut();
         };
+        let Some(head) = section::create_huge(len, offset) else {
+            return core::ptr::null_mut(); // the charge goes back
+        };
+        charge.keep();
         // SAFETY: a fresh huge section's head descriptor, ours; its memory
         // reads as zero.
-        unsafe { make_huge(head, len / PAGE_SIZE, len) };
+        let b = unsafe { make_huge(head, len / PAGE_SIZE, len, 0) };
+        self.note_mapped(b, len)
+    }
+
+    /// A giant block (aligned to a section or more): never cached.
+    fn alloc_giant(&self, budget: &Budget, len: usize, align: usize) -> *mut u8 {
+        let Some(charge) = budget.charge(cost(len)) else {
+            return core::ptr::null_mut();
+        };
+        let Some(head) = section::create_giant(len, align) else {
+            return core::ptr::null_mut(); // the charge goes back
+        };
+        charge.keep();
+        // SAFETY: a fresh giant block's descriptor, ours.
+        let b = unsafe { make_huge(head, len / PAGE_SIZE, len, flags::GIANT) };
+        self.note_mapped(b, len)
+    }
+
+    /// Counts and lists a block just mapped; returns its address.
+    fn note_mapped(&self, b: *mut LargeBlock, len: usize) -> *mut u8 {
+        // SAFETY: b is a fresh block of ours, on no list.
+        unsafe { self.state.lock().link(b) };
         self.live.fetch_add(1, Relaxed);
+        self.live_bytes.fetch_add(len, Relaxed);
         self.bytes.fetch_add(len, Relaxed);
         self.allocs.fetch_add(1, Relaxed);
-        page_addr(head) as *mut u8
+        block_addr(b) as *mut u8
     }
 
     /// A cached block for `len` bytes at section offset `offset`: the
     /// smallest that holds it, else the largest smaller one grown in place.
     fn take_cached(&self, budget: &Budget, len: usize, offset: usize) -> Option<*mut u8> {
-        let mut c = self.cache.lock();
+        let mut c = self.state.lock();
         let fits = |e: &Entry| {
             let p = page_addr(e.block.cast());
             (p - section::section_base(p)).is_multiple_of(offset)
@@ -208,13 +307,16 @@ impl HugeBlocks {
             (None, Some(i)) => {
                 let b = c.entries[i].block;
                 let old = len_of(&c.entries[i]);
-                // SAFETY: b is a cached huge block, ours under the lock.
-                if !budget.try_charge(len - old) || !unsafe { section::resize_huge(b.cast(), len) }
-                {
-                    budget.uncharge(len - old);
+                let Some(charge) = budget.charge(len - old) else {
                     self.note_miss(&mut c, len);
                     return None;
+                };
+                // SAFETY: b is a cached huge block, ours under the lock.
+                if !unsafe { section::resize_huge(b.cast(), len) } {
+                    self.note_miss(&mut c, len);
+                    return None; // the charge goes back
                 }
+                charge.keep();
                 // SAFETY: as above.
                 unsafe { (*b).len = len };
                 c.bytes += len - old;
@@ -235,10 +337,11 @@ impl HugeBlocks {
         c.bytes -= l;
         // The pages past `len` stay resident: giving them back (madvise)
         // made malloc-large 1.6-1.8x slower for 10-20% less peak memory.
+        // SAFETY: as above; the block stays on the list of every block.
+        unsafe { make_huge(e.block.cast(), len / PAGE_SIZE, l, 0) };
         drop(c);
-        // SAFETY: as above.
-        unsafe { make_huge(e.block.cast(), len / PAGE_SIZE, l) };
         self.live.fetch_add(1, Relaxed);
+        self.live_bytes.fetch_add(len, Relaxed);
         self.hits.fetch_add(1, Relaxed);
         Some(page_addr(e.block.cast()) as *mut u8)
     }
@@ -246,7 +349,7 @@ impl HugeBlocks {
     /// A miss after blocks were refused for lack of room: grow `high` by
     /// what this one needs, as far as refusals allow (the refill half of a
     /// pageset's auto-tuning).
-    fn note_miss(&self, c: &mut Cache, len: usize) {
+    fn note_miss(&self, c: &mut State, len: usize) {
         if c.missed > 0 {
             let grow = len.min(c.missed);
             c.missed -= grow;
@@ -261,11 +364,13 @@ impl HugeBlocks {
     /// `b` is a live huge block the caller frees.
     pub unsafe fn free(&self, budget: &Budget, b: *mut LargeBlock, epoch: u32) {
         // SAFETY: forwarded contract.
-        let len = unsafe { (*b).len };
+        let (len, pages, giant) = unsafe { ((*b).len, (*b).pages, (*b).flags & flags::GIANT != 0) };
         self.live.fetch_sub(1, Relaxed);
-        {
-            let mut c = self.cache.lock();
-            let high_max = (budget.limit() >> HUGE_HIGH_LIMIT_SHIFT).max(HUGE_HIGH_MIN);
+        self.live_bytes
+            .fetch_sub(pages as usize * PAGE_SIZE, Relaxed);
+        if !giant {
+            let mut c = self.state.lock();
+            let high_max = (budget.size() >> HUGE_HIGH_LIMIT_SHIFT).max(HUGE_HIGH_MIN);
             c.high = c.high.min(high_max);
             if c.n < CACHE_SLOTS && c.bytes + len <= c.high {
                 // SAFETY: b is ours; it becomes a cached block.
@@ -282,17 +387,24 @@ impl HugeBlocks {
         unsafe { self.unmap(budget, b) };
     }
 
-    /// Unmaps block `b` (live or taken out of the cache).
+    /// Unmaps block `b` (live or taken out of the cache) and gives its cost
+    /// back to the budget.
     ///
     /// # Safety
-    /// `b` heads a huge section nobody uses.
+    /// `b` heads a huge block nobody uses, on the list of every block.
     unsafe fn unmap(&self, budget: &Budget, b: *mut LargeBlock) {
         // SAFETY: forwarded contract.
         unsafe {
+            self.state.lock().unlink(b);
             let len = (*b).len;
+            let giant = (*b).flags & flags::GIANT != 0;
             (*b).set_kind(PageKind::None);
-            section::destroy_huge(b.cast());
-            budget.uncharge(len);
+            if giant {
+                section::destroy_giant(b.cast());
+            } else {
+                section::destroy_huge(b.cast());
+            }
+            budget.uncharge(cost(len));
             self.bytes.fetch_sub(len, Relaxed);
         }
     }
@@ -304,8 +416,8 @@ impl HugeBlocks {
         self.release(budget, |e| epoch.wrapping_sub(e.epoch) >= 2, true)
     }
 
-    /// Unmaps every cached block (trim, the memory limit). Returns the
-    /// bytes unmapped.
+    /// Unmaps every cached block (trim, reclaim). Returns the bytes
+    /// unmapped.
     pub fn trim(&self, budget: &Budget) -> usize {
         self.release(budget, |_| true, false)
     }
@@ -314,7 +426,7 @@ impl HugeBlocks {
         let mut out = [core::ptr::null_mut::<LargeBlock>(); CACHE_SLOTS];
         let mut nout = 0;
         {
-            let mut c = self.cache.lock();
+            let mut c = self.state.lock();
             if decay {
                 c.high = (c.high - c.high / 8).max(HUGE_HIGH_MIN);
                 c.missed = 0;
@@ -337,7 +449,7 @@ impl HugeBlocks {
         }
         let mut bytes = 0;
         for &b in &out[..nout] {
-            // SAFETY: taken out of the cache: ours, unused.
+            // SAFETY: taken out of the cache: ours, unused, still listed.
             unsafe {
                 bytes += (*b).len;
                 self.unmap(budget, b);
@@ -349,7 +461,7 @@ impl HugeBlocks {
     /// Resizes huge block `b` to `size` (> 4 MiB) bytes: within its mapping
     /// when it is long enough, in place when the address space after it is
     /// free, else by moving its pages (no copy) into a new section. Null if
-    /// it cannot (the block is then untouched).
+    /// it cannot (the block is then untouched; a giant block never can).
     ///
     /// # Safety
     /// `b` is a live huge block of the caller's.
@@ -357,56 +469,75 @@ impl HugeBlocks {
         let Some(new_len) = size.checked_next_multiple_of(PAGE_SIZE) else {
             return core::ptr::null_mut();
         };
-        let p = page_addr(b.cast());
         // SAFETY: b is a live huge block (contract).
-        let old_len = unsafe { (*b).len };
-        if new_len / PAGE_SIZE > u32::MAX as usize {
+        let (old_len, old_pages, giant) = unsafe {
+            (
+                (*b).len,
+                (*b).pages as usize,
+                (*b).flags & flags::GIANT != 0,
+            )
+        };
+        if giant || new_len / PAGE_SIZE > u32::MAX as usize {
             return core::ptr::null_mut();
         }
+        let p = page_addr(b.cast());
+        let set_pages = |b: *mut LargeBlock, pages: usize| {
+            // SAFETY: the caller owns the block.
+            unsafe { (*b).pages = pages as u32 };
+            self.live_bytes.fetch_add(pages * PAGE_SIZE, Relaxed);
+            self.live_bytes.fetch_sub(old_pages * PAGE_SIZE, Relaxed);
+        };
         if new_len <= old_len && new_len * 2 >= old_len {
-            // SAFETY: as above: the mapping holds new_len bytes.
-            unsafe { (*b).pages = (new_len / PAGE_SIZE) as u32 };
+            set_pages(b, new_len / PAGE_SIZE);
             return p as *mut u8;
         }
-        if new_len > old_len && !budget.try_charge(new_len - old_len) {
-            return core::ptr::null_mut();
-        }
+        let charge = if new_len > old_len {
+            match budget.charge(new_len - old_len) {
+                Some(c) => Some(c),
+                None => return core::ptr::null_mut(),
+            }
+        } else {
+            None
+        };
         // SAFETY: as above; the caller owns the block.
         if unsafe { section::resize_huge(b.cast(), new_len) } {
+            match charge {
+                Some(c) => c.keep(),
+                None => budget.uncharge(old_len - new_len),
+            }
             // SAFETY: as above.
-            unsafe {
-                (*b).len = new_len;
-                (*b).pages = (new_len / PAGE_SIZE) as u32;
-            }
-            if new_len < old_len {
-                budget.uncharge(old_len - new_len);
-            }
+            unsafe { (*b).len = new_len };
+            set_pages(b, new_len / PAGE_SIZE);
             self.bytes.fetch_add(new_len, Relaxed);
             self.bytes.fetch_sub(old_len, Relaxed);
             return p as *mut u8;
         }
-        if new_len < old_len {
+        let Some(charge) = charge else {
             return p as *mut u8; // cannot shrink in place: keep it as it is
-        }
+        };
         // Move: a new section, and the old pages remapped into it.
         let offset = p - section::section_base(p);
         let Some(head) = section::create_huge(new_len, offset) else {
-            budget.uncharge(new_len - old_len);
-            return core::ptr::null_mut();
+            return core::ptr::null_mut(); // the charge goes back
         };
         let q = page_addr(head);
         if !sys::move_pages(p as *mut u8, old_len, q as *mut u8) {
             // SAFETY: the new section is ours and unused.
             unsafe { section::destroy_huge(head) };
-            budget.uncharge(new_len - old_len);
-            return core::ptr::null_mut();
+            return core::ptr::null_mut(); // the charge goes back
         }
+        charge.keep();
         // SAFETY: the new head is ours; the old block's pages now live in
         // the new section and the old section holds nothing.
         unsafe {
-            make_huge(head, new_len / PAGE_SIZE, new_len);
+            let nb = make_huge(head, new_len / PAGE_SIZE, new_len, 0);
+            let mut c = self.state.lock();
+            c.unlink(b);
+            c.link(nb);
+            drop(c);
             (*b).set_kind(PageKind::None);
             section::destroy_huge(b.cast());
+            set_pages(nb, new_len / PAGE_SIZE);
         }
         self.bytes.fetch_add(new_len, Relaxed);
         self.bytes.fetch_sub(old_len, Relaxed);
@@ -418,11 +549,43 @@ impl HugeBlocks {
         self.bytes.load(Relaxed)
     }
 
+    /// Bytes of cached blocks (racy read).
+    pub fn cached_bytes(&self) -> usize {
+        self.bytes
+            .load(Relaxed)
+            .saturating_sub(self.live_bytes.load(Relaxed))
+    }
+
+    /// Bytes of huge blocks, live and cached, resident in memory now (their
+    /// header and descriptor pages included), as the OS counts them.
+    pub fn resident_bytes(&self) -> usize {
+        let c = self.state.lock();
+        let mut pages = 0;
+        let mut b = c.all;
+        while !b.is_null() {
+            let a = block_addr(b);
+            // SAFETY: listed blocks are ours and mapped; read under the
+            // lock.
+            pages += sys::resident_pages(a as *const u8, unsafe { (*b).len });
+            let descs = (b as usize) & !(PAGE_SIZE - 1);
+            pages += sys::resident_pages(descs as *const u8, PAGE_SIZE);
+            // SAFETY: as above.
+            if unsafe { (*b).flags } & flags::GIANT == 0 {
+                let header = section::section_base(a);
+                pages += sys::resident_pages(header as *const u8, PAGE_SIZE);
+            }
+            // SAFETY: as above.
+            b = unsafe { (*b).next };
+        }
+        pages * PAGE_SIZE
+    }
+
     /// The counters.
     pub fn usage(&self) -> HugeUsage {
-        let c = self.cache.lock();
+        let c = self.state.lock();
         HugeUsage {
             live: self.live.load(Relaxed),
+            live_bytes: self.live_bytes.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
             allocs: self.allocs.load(Relaxed),
             cache_hits: self.hits.load(Relaxed),
@@ -434,7 +597,7 @@ impl HugeBlocks {
 
     /// Takes the cache lock (before fork).
     pub fn lock_for_fork(&self) {
-        core::mem::forget(self.cache.lock());
+        core::mem::forget(self.state.lock());
     }
 
     /// Releases (parent) or resets (child) the lock [`lock_for_fork`]
@@ -448,9 +611,9 @@ impl HugeBlocks {
         // SAFETY: forwarded contract.
         unsafe {
             if child {
-                self.cache.lock.force_unlock();
+                self.state.lock.force_unlock();
             } else {
-                self.cache.lock.unlock();
+                self.state.lock.unlock();
             }
         }
     }

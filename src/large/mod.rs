@@ -21,9 +21,8 @@ use crate::geometry::{LARGE_MAX, MAX_PAGE_ORDER, PAGE_ALLOC_COSTLY_ORDER, PAGE_S
 use crate::page::{flags, LargeBlock, MigrateType, Page, PageKind};
 use crate::pages::Pages;
 use crate::report;
-use crate::section::{desc_of, page_addr};
+use crate::section::page_addr;
 use crate::util::order_for_pages;
-use crate::zone::Zone;
 
 /// Trim the tail of a large block when at least this many pages are unused.
 const TRIM_MIN_PAGES: usize = 16;
@@ -60,7 +59,10 @@ pub fn alloc(pages: &Pages<'_>, size: usize, align: usize, zero: bool) -> *mut u
         let clean = (*head).flags & flags::CLEAN != 0;
         let total = 1usize << order;
         let (kept, fl) = if order > PAGE_ALLOC_COSTLY_ORDER && total - npages >= TRIM_MIN_PAGES {
-            free_range(pages.zone(), addr + npages * PAGE_SIZE, total - npages);
+            // A tail that came clean was never written: it goes back clean
+            // and costs the budget nothing.
+            let tail = addr + npages * PAGE_SIZE;
+            pages.zone().lock().free_range(tail, total - npages, clean);
             (npages, flags::TRIMMED)
         } else {
             (total, 0)
@@ -71,32 +73,6 @@ pub fn alloc(pages: &Pages<'_>, size: usize, align: usize, zero: bool) -> *mut u
         }
     }
     addr as *mut u8
-}
-
-/// Frees the pages `[addr, addr + pages)` to the zone as the largest
-/// aligned power-of-two pieces, under one zone-lock hold.
-///
-/// # Safety
-/// The range is owned by the caller, inside one MAX_ORDER block of `zone`,
-/// and its descriptors are all `None`.
-unsafe fn free_range(zone: &Zone, addr: usize, pages: usize) {
-    let end = addr + pages * PAGE_SIZE;
-    let mut a = addr;
-    let mut z = zone.lock();
-    while a < end {
-        let mut order = ((a >> PAGE_SHIFT).trailing_zeros()).min(MAX_PAGE_ORDER);
-        while a + (PAGE_SIZE << order) > end {
-            order -= 1;
-        }
-        let d = desc_of(a);
-        // SAFETY: the piece is ours (contract); it becomes a free block.
-        unsafe {
-            (*d).flags = 0;
-            (*d).order = order as u8;
-            z.free_one_page(d, order);
-        }
-        a += PAGE_SIZE << order;
-    }
 }
 
 /// Who asks for a block to be checked, for the one-line report.
@@ -154,6 +130,27 @@ pub unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut Large
     }
 }
 
+/// The giant block `p` (see `section::create_giant`), checked: a live
+/// Huge block that `p` starts. Reports and aborts otherwise — `p` is not
+/// ours, or no longer.
+///
+/// # Safety
+/// `p` is non-null.
+#[cold]
+pub unsafe fn checked_giant(p: *mut u8, who: Caller) -> *mut LargeBlock {
+    let Some(d) = crate::section::giant_desc(p as usize) else {
+        report::fatal(who.invalid(), p)
+    };
+    // SAFETY: a giant block's descriptor is mapped while its chunk is
+    // marked.
+    let kind = PageKind::from_u8(unsafe { (*d).kind.load(Acquire) });
+    match kind {
+        PageKind::Huge => d.cast(),
+        k if k.is_freed() => report::fatal(who.freed(), p),
+        _ => report::fatal(who.invalid(), p),
+    }
+}
+
 /// Bytes the caller may use in live block `b`.
 ///
 /// # Safety
@@ -180,7 +177,7 @@ pub unsafe fn free(pages: &Pages<'_>, b: *mut LargeBlock) {
         let (trimmed, n) = ((*b).flags & flags::TRIMMED != 0, (*b).pages as usize);
         let head = LargeBlock::unmake(b);
         if trimmed {
-            free_range(pages.zone(), page_addr(head), n);
+            pages.zone().lock().free_range(page_addr(head), n, false);
         } else {
             pages.free(head, order);
         }

@@ -14,7 +14,7 @@ use crate::sync;
 use crate::tunables::{PcpMode, SETTINGS};
 
 use super::process::{self, HEAPS, HUGE, PAGES};
-use super::{record, tick, tls};
+use super::{late, record, tick, tls};
 
 /// One lock (or family of locks) of the allocator.
 pub struct LockClass {
@@ -29,24 +29,33 @@ pub struct LockClass {
 /// order, written once; fork walks it.
 ///
 /// 1. the tick lock: held for a whole tick, which takes everything below;
-/// 2. the heap registry: the abandoned-heap list, then each heap's parked
+/// 2. the late heap's lock (`late.rs`): a heap is acquired and pages are
+///    allocated under it;
+/// 3. the heap registry: the abandoned-heap list, then each heap's parked
 ///    slabs (a leaf while held on the allocation path: only ever tried);
-/// 3. the pagesets: the pool's free list, then each pageset (only ever
+/// 4. the pagesets: the pool's free list, then each pageset (only ever
 ///    tried on allocation and free paths; busy → straight to the zone);
-/// 4. the zone lock;
-/// 5. the huge-block cache (a leaf: nothing is taken under it);
-/// 6. the metadata arena (heaps and pagesets are made under 2 and 3);
-/// 7. the trace buffers, one per heap (a leaf each: an event is pushed,
+/// 5. the zone lock;
+/// 6. the huge-block cache and list (a leaf: nothing is taken under it);
+/// 7. the metadata arena (heaps and pagesets are made under 3 and 4);
+/// 8. the trace buffers, one per heap (a leaf each: an event is pushed,
 ///    and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub static LOCKS: [LockClass; 7] = [
+pub static LOCKS: [LockClass; 8] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
             // SAFETY: the caller (fork's handlers) took it with `take`.
             unsafe { release_raw(&tick::TICK_LOCK.lock, child) }
+        },
+    },
+    LockClass {
+        take: late::lock_for_fork,
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { late::unlock_after_fork(child) }
         },
     },
     LockClass {
@@ -135,6 +144,7 @@ extern "C" fn child() {
         // SAFETY: as above.
         record::attach(unsafe { &*me });
     }
+    tls::set_alive();
     process::after_fork_child();
     tick::after_fork_child();
     if SETTINGS.pcp_mode() == PcpMode::Thread {
@@ -142,7 +152,8 @@ extern "C" fn child() {
     }
 }
 
-/// Registers the handlers (once, after initialisation).
+/// Registers the handlers (once, from the library's constructor: see
+/// `hooks.rs`).
 pub fn register() {
     // SAFETY: the handlers are C-ABI functions that never unwind.
     unsafe {

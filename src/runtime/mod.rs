@@ -8,8 +8,12 @@
 //! - `process.rs`: the parts, and their initialisation from the
 //!   environment;
 //! - `thread.rs`: a thread's first allocation and its exit;
+//! - `late.rs`: allocations of a thread past its exit hook;
+//! - `hooks.rs`: what is registered with the C library (constructor,
+//!   destructor);
 //! - `tls.rs`: the calling thread's heap pointer;
 //! - `paths.rs`: the slow paths that need the runtime;
+//! - `reclaim.rs`: what is given back before a request fails;
 //! - `tick.rs`: when the maintenance tick runs (its background thread);
 //! - `fork.rs`: the fork handlers and the list of every lock;
 //! - `report.rs`: the counters and the invariant checks;
@@ -18,8 +22,11 @@
 
 pub mod files;
 pub mod fork;
+pub mod hooks;
+pub mod late;
 pub mod paths;
 pub mod process;
+pub mod reclaim;
 pub mod record;
 pub mod report;
 pub mod thread;
@@ -27,10 +34,11 @@ pub mod tick;
 pub mod tls;
 
 pub use paths::{
-    alloc_big, alloc_small_slow, bin_full, free_block, free_small_slow, realloc_huge, trim,
+    alloc_big, alloc_small_slow, bin_full, free_block, free_foreign, free_small_slow, realloc_huge,
+    trim,
 };
-pub use process::{configure_once, ensure_init, free_key, HEAPS, PAGES};
+pub use process::{configure_once, ensure_init, free_key, pages_of, HEAPS, PAGES};
 pub use report::{
     check_invariants, check_invariants_quiescent, print_stats, report_to, stats, write_report,
 };
-pub use thread::{pages_of, thread_heap};
+pub use thread::thread_heap;

@@ -9,10 +9,14 @@ use crate::slab::classes::CLASS_SIZE;
 use crate::slab::{self, Freed, Heap, Slab};
 use crate::trace::Op;
 
+use crate::sys;
+use crate::zone::Shrink;
+
+use super::process::pages_of;
 use super::process::{self, HEAPS, HUGE, PAGES};
-use super::thread::{pages_of, thread_heap};
+use super::thread::thread_heap;
 use super::tls::current_heap;
-use super::{record, tick, tls};
+use super::{hooks, late, reclaim, record, tick, tls};
 
 /// The small-object allocation slow path for `class`: the thread's heap is
 /// set up if needed, the tick runs if due, and the heap refills; at the
@@ -22,10 +26,17 @@ use super::{record, tick, tls};
 #[cold]
 #[inline(never)]
 pub fn alloc_small_slow(class: usize) -> *mut u8 {
-    out_of_memory_if_null(alloc_small(class))
+    let saved = sys::errno();
+    errno_for(alloc_small(class), saved)
 }
 
 fn alloc_small(class: usize) -> *mut u8 {
+    if !process::is_ready() {
+        hooks::keep_linked();
+    }
+    if tls::exited() {
+        return late::alloc_small(class);
+    }
     let h = thread_heap();
     if h.is_null() {
         return h.cast();
@@ -36,17 +47,34 @@ fn alloc_small(class: usize) -> *mut u8 {
     refill(h, class)
 }
 
-/// The heap's bin of `class` is empty: refill it (the tick first, if due).
+/// The heap's bin of `class` is empty: refill it (the tick first, if due;
+/// everything the heap caches first if a reclaim asked for it; a reclaim
+/// and one retry if it fails).
 fn refill(h: *mut Heap, class: usize) -> *mut u8 {
     tick::on_slow_path();
     // SAFETY: h is this thread's heap.
     unsafe {
         let pages = pages_of(&*h);
-        let p = (*h).owned().alloc_slow(class, &pages);
-        if p.is_null() && release_cached(&pages) {
-            return (*h).owned().alloc_slow(class, &pages);
+        collect_if_asked(h, &pages);
+        reclaim::or_reclaim(h, || (*h).owned().alloc_slow(class, &pages))
+    }
+}
+
+/// If a reclaim ran since heap `h` last looked, it gives back what it can
+/// now (its owner is the only one who can).
+///
+/// # Safety
+/// `h` is the calling thread's heap.
+#[inline]
+unsafe fn collect_if_asked(h: *mut Heap, pages: &crate::pages::Pages<'_>) {
+    let e = reclaim::epoch();
+    // SAFETY: forwarded contract.
+    unsafe {
+        let mut o = (*h).owned();
+        if o.local().reclaim_seen != e {
+            o.local().reclaim_seen = e;
+            o.collect(pages);
         }
-        p
     }
 }
 
@@ -177,6 +205,7 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
 #[cold]
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    let saved = sys::errno();
     let p = alloc_page_block(size, align, zero);
     if record::tracing() && !p.is_null() {
         let h = thread_heap();
@@ -186,24 +215,15 @@ pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
             record::record(unsafe { &*h }, Op::Alloc, p, size, align);
         }
     }
-    out_of_memory_if_null(p)
+    errno_for(p, saved)
 }
 
-/// At the memory limit: every heap's parked slabs and the cached huge
-/// blocks go back. Whether anything did (then an allocation is retried).
-fn release_cached(pages: &crate::pages::Pages<'_>) -> bool {
-    let slabs = HEAPS.release_parked_everywhere(pages);
-    let huge = HUGE.trim(&PAGES.zone.budget);
-    slabs > 0 || huge > 0
-}
-
-/// Sets errno to ENOMEM if `p` is null; returns `p`.
+/// errno after an allocation: ENOMEM if it failed, else what it was
+/// before (`saved`), whatever the slow path's system calls did. Returns
+/// `p`.
 #[inline]
-fn out_of_memory_if_null(p: *mut u8) -> *mut u8 {
-    if p.is_null() {
-        // SAFETY: errno's location is valid for the calling thread.
-        unsafe { *libc::__errno_location() = libc::ENOMEM };
-    }
+fn errno_for(p: *mut u8, saved: i32) -> *mut u8 {
+    sys::set_errno(if p.is_null() { libc::ENOMEM } else { saved });
     p
 }
 
@@ -213,7 +233,11 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
             return core::ptr::null_mut();
         }
         tick::on_slow_path();
-        return HUGE.alloc(&PAGES.zone.budget, size, align, zero);
+        let h = current_heap();
+        return reclaim::or_reclaim(h, || HUGE.alloc(&PAGES.zone.budget, size, align, zero));
+    }
+    if tls::exited() {
+        return late::alloc_large(size, align, zero);
     }
     let h = thread_heap();
     if h.is_null() {
@@ -235,10 +259,8 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         tick::on_slow_path();
         let pages = pages_of(&*h);
-        let mut p = large::alloc(&pages, size, align, zero);
-        if p.is_null() && release_cached(&pages) {
-            p = large::alloc(&pages, size, align, zero);
-        }
+        collect_if_asked(h, &pages);
+        let p = reclaim::or_reclaim(h, || large::alloc(&pages, size, align, zero));
         if !p.is_null() {
             let b = crate::section::desc_of(p as usize).cast::<LargeBlock>();
             (*h).note_large_allocated(large::usable_size(b));
@@ -264,10 +286,10 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
             record::record(&*h, Op::Free, p, 0, 0);
         }
         if (*b).kind() == PageKind::Huge {
-            let saved = *libc::__errno_location();
+            let saved = sys::errno();
             HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch());
-            tick::on_slow_path();
-            *libc::__errno_location() = saved;
+            tick::memory_waiting();
+            sys::set_errno(saved);
             return;
         }
         let bytes = large::usable_size(b);
@@ -281,7 +303,28 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
             return;
         }
         large::free(&pages_of(&*h), b);
+        let saved = sys::errno();
+        tick::memory_waiting();
+        sys::set_errno(saved);
     }
+}
+
+/// `free` of a pointer the chunk map does not describe: the start of a
+/// giant block (aligned to 256 MiB or more), or not ours at all (reported,
+/// and the process aborts). Never changes errno.
+///
+/// # Safety
+/// `p` is non-null; the caller is freeing it.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_foreign(p: *mut u8, who: Caller) {
+    // SAFETY: forwarded contract.
+    let b = unsafe { large::checked_giant(p, who) };
+    let saved = sys::errno();
+    // SAFETY: checked_giant returned a live giant block the caller frees.
+    unsafe { HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch()) };
+    tick::memory_waiting();
+    sys::set_errno(saved);
 }
 
 /// Resizes huge block `b` in place or by moving its pages; null if it
@@ -290,8 +333,11 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
 /// # Safety
 /// `b` is a live huge block of the caller's.
 pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
+    let saved = sys::errno();
     // SAFETY: forwarded contract.
-    unsafe { HUGE.realloc(&PAGES.zone.budget, b, size) }
+    let p = unsafe { HUGE.realloc(&PAGES.zone.budget, b, size) };
+    sys::set_errno(saved);
+    p
 }
 
 /// Gives back everything cached: the calling thread's empty slabs and
@@ -312,5 +358,5 @@ pub fn trim() -> usize {
     HEAPS.collect_abandoned(&PAGES.through(core::ptr::null(), false));
     HUGE.trim(&PAGES.zone.budget);
     PAGES.drain_all();
-    PAGES.zone.release_idle(0, 0)
+    PAGES.zone.shrink(Shrink::All, usize::MAX) + PAGES.zone.release_idle(0, 0)
 }

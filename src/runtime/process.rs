@@ -13,13 +13,13 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering:
 
 use crate::geometry::{MAX_SECTIONS, PAGE_SIZE, SECTION_SIZE};
 use crate::large::huge::HugeBlocks;
-use crate::pages::PageAllocator;
+use crate::pages::{PageAllocator, Pages};
 use crate::pcp::tune;
 use crate::report;
-use crate::slab::HeapRegistry;
+use crate::slab::{Heap, HeapRegistry};
 use crate::sys;
 use crate::tunables::{self, PcpMode, SETTINGS};
-use crate::zone::{StealRules, ZoneConfig};
+use crate::zone::{StealRules, ZoneConfig, NO_LIMIT};
 
 /// The allocator's page allocator: its zone and pagesets.
 pub static PAGES: PageAllocator = PageAllocator::new();
@@ -40,8 +40,9 @@ static THREAD_MODE: AtomicBool = AtomicBool::new(false);
 /// Heaps ever handed to threads (a hint for starting the tick thread).
 static THREADS_SEEN: AtomicUsize = AtomicUsize::new(0);
 
-/// Fallback memory limit when neither the cgroup nor /proc tell (1 TiB).
-const DEFAULT_LIMIT: usize = 1 << 40;
+/// The memory the formulas are sized from when neither the cgroup nor
+/// /proc tell (16 GiB).
+const DEFAULT_SIZE: usize = 16 << 30;
 
 /// The random key stored in free blocks (double-free detection).
 #[inline(always)]
@@ -107,10 +108,14 @@ fn init_slow_with(configure: impl FnOnce()) -> bool {
         .compare_exchange(UNINIT, BUSY, Acquire, Acquire)
         .is_ok()
     {
+        // Reading files and the environment may leave errno set; the
+        // caller's malloc must not.
+        let saved = sys::errno();
         INIT_TID.store(tid, Relaxed);
         configure();
         let ok = init();
         STATE.store(if ok { READY } else { FAILED }, Release);
+        sys::set_errno(saved);
         return ok;
     }
     if INIT_TID.load(Relaxed) == tid {
@@ -131,15 +136,25 @@ fn init() -> bool {
         return false;
     }
     tunables::load_from_env();
-    let mut limit = SETTINGS.memory_limit.load(Relaxed);
-    if limit == 0 {
-        limit = sys::memory_limit_bytes().map_or(DEFAULT_LIMIT, |b| b as usize);
-    }
-    let limit = limit.min(MAX_SECTIONS * SECTION_SIZE / 2);
-    // The report shows the limit in force.
-    SETTINGS.memory_limit.store(limit, Relaxed);
+    // A user-set limit is a wall; without one the OS and the cgroup limit
+    // the heap, and the formulas are sized from the cgroup's limit or the
+    // machine's RAM.
+    let user_limit = SETTINGS.memory_limit.load(Relaxed);
+    let size = if user_limit != 0 {
+        user_limit
+    } else {
+        sys::cgroup_limit_bytes()
+            .or_else(sys::mem_total_bytes)
+            .map_or(DEFAULT_SIZE, |b| b as usize)
+    };
+    let size = size.min(MAX_SECTIONS * SECTION_SIZE / 2);
     PAGES.zone.configure(&ZoneConfig {
-        memory_limit: limit,
+        memory_limit: if user_limit != 0 {
+            user_limit
+        } else {
+            NO_LIMIT
+        },
+        size,
         nr_cpus: sys::nr_cpus_online(),
         high_fraction: SETTINGS.high_fraction.load(Relaxed),
         steal: if SETTINGS.steal_seed_004.load(Relaxed) {
@@ -155,6 +170,7 @@ fn init() -> bool {
         return false;
     }
     FREE_KEY.store(random_key(), Relaxed);
+    keep_stderr_for_report();
     super::record::start();
     let thread_mode = SETTINGS.pcp_mode() == PcpMode::Thread;
     THREAD_MODE.store(thread_mode, Relaxed);
@@ -183,5 +199,36 @@ fn random_key() -> usize {
 pub(super) fn after_fork_child() {
     if STATE.load(Relaxed) == BUSY {
         STATE.store(FAILED, Relaxed);
+    }
+}
+
+/// The page allocator as heap `h`'s thread sees it (its pageset in thread
+/// mode, its CPU's otherwise).
+///
+/// # Safety
+/// The calling thread owns `h`.
+#[inline]
+pub unsafe fn pages_of(h: &Heap) -> Pages<'static> {
+    // SAFETY: forwarded contract.
+    let ps = unsafe { h.pageset() };
+    PAGES.through(ps, !ps.is_null())
+}
+
+/// Where the report at exit goes (a private copy of stderr).
+static STATS_FD: AtomicI32 = AtomicI32::new(2);
+
+/// The descriptor the report at exit goes to.
+pub fn stats_fd() -> i32 {
+    STATS_FD.load(Relaxed)
+}
+
+/// At init: keeps a private copy of stderr for the report at exit, if it
+/// is wanted — programs often close fd 2 in their own exit handlers
+/// (gnulib's close_stdout does), which run before the report.
+fn keep_stderr_for_report() {
+    if SETTINGS.stats_at_exit.load(Relaxed) {
+        // SAFETY: fcntl on fd 2 has no memory-safety preconditions.
+        let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 100) };
+        STATS_FD.store(if fd >= 0 { fd } else { 2 }, Relaxed);
     }
 }

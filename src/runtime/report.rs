@@ -19,6 +19,7 @@ pub fn stats() -> Stats {
         huge: &HUGE,
         ticks: tick::ticks(),
         background: tick::background_running(),
+        reclaim: super::reclaim::counters(),
     })
 }
 

@@ -1,25 +1,20 @@
 //! The thread side of the runtime: a thread's first allocation gives it a
-//! heap (adopted or new) and registers the exit hook that hands the heap
-//! back; the first thread also registers the fork handlers and the report
-//! at exit.
+//! heap (adopted or new) and sets the exit hook that hands the heap back;
+//! the report at exit.
 
-use core::sync::atomic::{AtomicI32, AtomicU8, Ordering::*};
+use core::sync::atomic::{AtomicU8, Ordering::*};
 
-use crate::pages::Pages;
 use crate::slab::{self, Heap};
 use crate::tunables::SETTINGS;
 
 use super::files::{self, PidIn};
-use super::process::{self, HEAPS, PAGES};
-use super::{fork, record, report, tls};
+use super::process::{self, pages_of, HEAPS, PAGES};
+use super::{record, report, tick, tls};
 
 const KEY_NONE: u8 = 0;
 const KEY_MAKING: u8 = 1;
 const KEY_READY: u8 = 2;
 static KEY_STATE: AtomicU8 = AtomicU8::new(KEY_NONE);
-static POST_INIT: AtomicU8 = AtomicU8::new(0);
-/// Where the exit report goes (a private copy of stderr).
-static STATS_FD: AtomicI32 = AtomicI32::new(2);
 
 /// The calling thread's heap, set up on its first call. Null if the
 /// allocator could not initialise or metadata memory ran out.
@@ -34,13 +29,14 @@ pub fn thread_heap() -> *mut Heap {
 }
 
 /// A thread's first allocation: adopt or make a heap, give it a pageset in
-/// thread mode, and register the exit hook for it. While tracing, the TLS
+/// thread mode, and set the exit hook for it. While tracing, the TLS
 /// pointer is left to the empty heap (see `record.rs`), so every later
-/// slow path comes here for the heap kept under the pthread key.
+/// slow path comes here for the heap kept under the pthread key. Null for
+/// a thread past its exit hook (the late heap serves it, see `late.rs`).
 #[cold]
 #[inline(never)]
 fn attach_thread() -> *mut Heap {
-    if !process::ensure_init() {
+    if !process::ensure_init() || tls::exited() {
         return core::ptr::null_mut();
     }
     if record::tracing() {
@@ -60,34 +56,42 @@ fn attach_thread() -> *mut Heap {
             o.local().pageset = PAGES.pagesets.acquire_thread_pageset();
         }
     }
+    // The heap is this thread's before anything below can allocate: when
+    // pthread_setspecific needs memory (a key past glibc's first 32), its
+    // calloc finds the heap here instead of coming back for another.
+    tls::set_heap(h);
     let key = thread_key();
     if key != u32::MAX {
         // SAFETY: key was created by pthread_key_create.
         unsafe { libc::pthread_setspecific(key, h.cast()) };
     }
     // SAFETY: heaps live forever.
-    let traced = key != u32::MAX && record::tracing() && record::attach(unsafe { &*h });
-    if !traced {
-        // Without a key (or a buffer) this thread is not traced: its
-        // events go through the fast paths unrecorded.
-        tls::set_heap(h);
+    if key != u32::MAX && record::tracing() && record::attach(unsafe { &*h }) {
+        // Traced: every event of this thread takes a slow path, which
+        // finds the heap through the key.
+        tls::set_heap(core::ptr::addr_of!(slab::heap::EMPTY_HEAP) as *mut Heap);
     }
     process::note_thread();
-    if POST_INIT.load(Relaxed) == 0 && POST_INIT.compare_exchange(0, 1, AcqRel, Relaxed).is_ok() {
-        post_init();
-    }
     h
 }
 
-/// The pthread key whose destructor is the exit hook, made on the first
-/// attach (`u32::MAX` if the system has none to give).
+/// Makes the pthread key whose destructor is the exit hook, if it is not
+/// made yet (the library's constructor calls it, so it is among the
+/// process's first keys).
+pub(super) fn make_key() {
+    thread_key();
+}
+
+/// The pthread key whose destructor is the exit hook (`u32::MAX` if the
+/// system has none to give).
 fn thread_key() -> u32 {
     loop {
         match KEY_STATE.compare_exchange(KEY_NONE, KEY_MAKING, Acquire, Acquire) {
             Ok(_) => {
                 let mut key: libc::pthread_key_t = 0;
                 // SAFETY: key is a valid out-parameter; the destructor is a
-                // C-ABI fn that never unwinds.
+                // C-ABI fn that never unwinds. pthread_key_create takes no
+                // lock a malloc caller could hold and never allocates.
                 if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit_hook)) } == 0 {
                     tls::THREAD_KEY.store(key, Relaxed);
                 }
@@ -99,43 +103,11 @@ fn thread_key() -> u32 {
     }
 }
 
-/// What may allocate (pthread_atfork, atexit), so it waits until the first
-/// thread has a heap.
-fn post_init() {
-    fork::register();
-    if record::tracing() {
-        // SAFETY: atexit with a C-ABI fn that never unwinds.
-        unsafe { libc::atexit(flush_trace) };
-    }
-    if SETTINGS.stats_at_exit.load(Relaxed) {
-        // Keep a private copy of stderr: programs often close fd 2 in their
-        // own exit handlers (gnulib's close_stdout does), which run before
-        // ours.
-        // SAFETY: fcntl on fd 2 and atexit with a C-ABI fn that never
-        // unwinds.
-        unsafe {
-            let fd = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 100);
-            STATS_FD.store(if fd >= 0 { fd } else { 2 }, Relaxed);
-            libc::atexit(stats_at_exit);
-        }
-    }
-}
-
-/// The page allocator as heap `h`'s thread sees it (its pageset in thread
-/// mode, its CPU's otherwise).
-///
-/// # Safety
-/// The calling thread owns `h`.
-#[inline]
-pub unsafe fn pages_of(h: &Heap) -> Pages<'static> {
-    // SAFETY: forwarded contract.
-    let ps = unsafe { h.pageset() };
-    PAGES.through(ps, !ps.is_null())
-}
-
 /// The thread-exit hook (a pthread key destructor): the heap gives back
-/// what it can and waits on the abandoned list for the next thread. Never
-/// allocates.
+/// what it can and waits on the abandoned list for the next thread; the
+/// thread is marked exited, so what its later destructors allocate comes
+/// from the late heap and never brings the key back (see `late.rs`).
+/// Never allocates.
 extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
     let h = h.cast::<Heap>();
     // SAFETY: the key's value is the exiting thread's heap, which it still
@@ -144,6 +116,7 @@ extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
         if h.is_null() || (*h).is_empty_heap() {
             return;
         }
+        let saved = crate::sys::errno();
         if record::tracing() {
             record::thread_exit(&*h);
         }
@@ -155,19 +128,23 @@ extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
             PAGES.pagesets.release_thread_pageset(ps, &PAGES.zone);
         }
         o.reset_tuning();
-        if tls::heap() == h {
-            tls::set_heap(core::ptr::addr_of!(slab::heap::EMPTY_HEAP) as *mut Heap);
-        }
+        tls::set_heap(core::ptr::addr_of!(slab::heap::EMPTY_HEAP) as *mut Heap);
+        tls::set_exited();
         HEAPS.abandon(h);
+        tick::after_thread_exit();
+        crate::sys::set_errno(saved);
     }
 }
 
-/// The report at exit: to `PCPALLOC_STATS_FILE` (each `%p` replaced by
-/// the process id, so forked children write their own), else to the copy
-/// of stderr. A file that cannot be opened gets one line on stderr and
-/// the report goes there.
-extern "C" fn stats_at_exit() {
-    let fd = STATS_FD.load(Relaxed);
+/// The report at exit (the library's destructor): to `PCPALLOC_STATS_FILE`
+/// (each `%p` replaced by the process id, so forked children write their
+/// own), else to the copy of stderr. A file that cannot be opened gets one
+/// line on stderr and the report goes there.
+pub(super) fn report_at_exit() {
+    if !SETTINGS.stats_at_exit.load(Relaxed) {
+        return;
+    }
+    let fd = process::stats_fd();
     let Some(path) = SETTINGS.stats_file.get() else {
         report::print_stats(fd);
         return;
@@ -181,9 +158,4 @@ extern "C" fn stats_at_exit() {
     report::print_stats(file);
     // SAFETY: file is the descriptor opened above.
     unsafe { libc::close(file) };
-}
-
-/// At the process's exit: every heap's trace events go out.
-extern "C" fn flush_trace() {
-    record::flush_all(&HEAPS);
 }

@@ -26,7 +26,6 @@ pub const BACKGROUND_MIN_BYTES: usize = 16 << 20;
 const NOT_STARTED: u8 = 0;
 const STARTING: u8 = 1;
 const RUNNING: u8 = 2;
-const UNAVAILABLE: u8 = 3;
 
 static THREAD: AtomicU8 = AtomicU8::new(NOT_STARTED);
 static LAST_TICK_NS: AtomicU64 = AtomicU64::new(0);
@@ -46,7 +45,7 @@ pub fn tick() -> usize {
         return 0;
     }
     let _running = TICK_LOCK.lock();
-    maint::tick(
+    let released = maint::tick(
         &PAGES,
         &HEAPS,
         &HUGE,
@@ -54,7 +53,9 @@ pub fn tick() -> usize {
             release_memory: true,
             home: core::ptr::null(),
         },
-    )
+    );
+    super::late::collect();
+    released
 }
 
 /// Ticks run so far (the zone's epoch).
@@ -88,9 +89,82 @@ fn on_slow_path_cold() {
         && (PAGES.managed_bytes() + HUGE.bytes() >= BACKGROUND_MIN_BYTES
             || process::threads_seen() >= 2)
     {
-        start();
+        start(false);
         return;
     }
+    tick_if_due();
+}
+
+/// Free memory waiting for the tick from which it is worth starting the
+/// background thread for it (or, without one, giving it back at once).
+const WAITING_MIN_BYTES: usize = 4 << 20;
+
+/// Memory went where only a tick gives it back to the OS — a huge block
+/// into its cache, a large block to the zone: make sure a tick will come
+/// if that is worth it. With the background thread, that is starting it
+/// if it is not running yet; without one (`PCPALLOC_BACKGROUND=0`) the
+/// tick runs now if due. One load when the thread runs.
+#[inline]
+pub fn memory_waiting() {
+    if THREAD.load(Relaxed) == RUNNING {
+        return;
+    }
+    memory_waiting_cold();
+}
+
+#[cold]
+#[inline(never)]
+fn memory_waiting_cold() {
+    if waiting_bytes() < WAITING_MIN_BYTES {
+        return;
+    }
+    if SETTINGS.background.load(Relaxed) && THREAD.load(Relaxed) == NOT_STARTED {
+        start(true);
+        if THREAD.load(Relaxed) == RUNNING {
+            return;
+        }
+    }
+    tick_if_due();
+}
+
+/// Memory a tick would give back: free pages still resident, pages in
+/// pagesets, cached huge blocks (a racy estimate).
+fn waiting_bytes() -> usize {
+    let dirty = PAGES.zone.dirty_free_pages();
+    (dirty + PAGES.pagesets.total_count()) * crate::geometry::PAGE_SIZE + HUGE.cached_bytes()
+}
+
+/// A thread just handed its heap back (its exit hook). Its memory is in
+/// pagesets, the zone and the abandoned heap: with the background thread
+/// (started now if it is not running) the next ticks give it back; without
+/// one, this exit is the last time the allocator may run, so what waits
+/// beyond the high watermark goes back now.
+pub fn after_thread_exit() {
+    if THREAD.load(Relaxed) == RUNNING {
+        return;
+    }
+    if SETTINGS.background.load(Relaxed) && THREAD.load(Relaxed) == NOT_STARTED {
+        start(true);
+        if THREAD.load(Relaxed) == RUNNING {
+            return;
+        }
+    }
+    tick_if_due();
+    let keep = PAGES.zone.wmark(crate::zone::watermark::WMARK_HIGH) * crate::geometry::PAGE_SIZE;
+    if waiting_bytes() >= keep + WAITING_MIN_BYTES {
+        let _running = TICK_LOCK.lock();
+        let everywhere = PAGES.through(core::ptr::null(), false);
+        HEAPS.collect_abandoned(&everywhere);
+        PAGES.drain_all();
+        HUGE.trim(&PAGES.zone.budget);
+        PAGES
+            .zone
+            .release_idle(0, PAGES.zone.wmark(crate::zone::watermark::WMARK_HIGH));
+    }
+}
+
+/// Runs the tick now if one is due (no background thread).
+fn tick_if_due() {
     let now = sys::coarse_now_ns();
     let period = u64::from(SETTINGS.decay_ms.load(Relaxed)) * 1_000_000;
     let last = LAST_TICK_NS.load(Relaxed);
@@ -105,13 +179,29 @@ fn on_slow_path_cold() {
     }
 }
 
-fn start() {
+/// When starting the thread last failed (0: never), so a failure is
+/// retried a tick later rather than at once or never.
+static LAST_START_FAIL_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Starts the background thread if it is not running. Creating a thread
+/// allocates (glibc's `pthread_create` callocs its thread's TLS vector):
+/// at a memory limit that can fail; allocation slow paths try again a
+/// tick later, frees that leave memory waiting (`retry_now`) at once.
+fn start(retry_now: bool) {
+    let failed = LAST_START_FAIL_NS.load(Relaxed);
+    if failed != 0 && !retry_now {
+        let period = u64::from(SETTINGS.decay_ms.load(Relaxed)) * 1_000_000;
+        if sys::coarse_now_ns().saturating_sub(failed) < period {
+            return;
+        }
+    }
     if THREAD
         .compare_exchange(NOT_STARTED, STARTING, AcqRel, Relaxed)
         .is_err()
     {
         return;
     }
+    let saved = sys::errno();
     // SAFETY: plain pthread calls with valid out-parameters; the new thread
     // inherits a fully blocked signal mask, ours is restored right after.
     let ok = unsafe {
@@ -129,7 +219,13 @@ fn start() {
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
         rc == 0
     };
-    THREAD.store(if ok { RUNNING } else { UNAVAILABLE }, Release);
+    sys::set_errno(saved);
+    if ok {
+        THREAD.store(RUNNING, Release);
+    } else {
+        LAST_START_FAIL_NS.store(sys::coarse_now_ns().max(1), Relaxed);
+        THREAD.store(NOT_STARTED, Release);
+    }
 }
 
 extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {

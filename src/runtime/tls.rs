@@ -1,4 +1,4 @@
-//! The calling thread's heap pointer.
+//! The calling thread's heap pointer, and whether its exit hook has run.
 //!
 //! On x86-64 it is one word of static TLS reached with the initial-exec
 //! sequence (`mov reg, [rip + sym@GOTTPOFF]; mov reg, fs:[reg]`), written in
@@ -37,9 +37,44 @@ mod imp {
         ".size __pcpalloc_tls_heap_v2, 8",
         "__pcpalloc_tls_heap_v2:",
         ".quad {empty}",
+        ".globl __pcpalloc_tls_state_v2",
+        ".hidden __pcpalloc_tls_state_v2",
+        ".type __pcpalloc_tls_state_v2, @object",
+        ".size __pcpalloc_tls_state_v2, 8",
+        "__pcpalloc_tls_state_v2:",
+        ".quad 0",
         ".popsection",
         empty = sym crate::slab::heap::EMPTY_HEAP,
     );
+
+    #[inline(always)]
+    pub fn get_state() -> usize {
+        let v: usize;
+        // SAFETY: as in get, for the state word.
+        unsafe {
+            asm!(
+                "mov {0}, qword ptr [rip + __pcpalloc_tls_state_v2@GOTTPOFF]",
+                "mov {0}, qword ptr fs:[{0}]",
+                out(reg) v,
+                options(nostack, readonly, preserves_flags)
+            );
+        }
+        v
+    }
+
+    #[inline(always)]
+    pub fn set_state(v: usize) {
+        // SAFETY: as in set, for the state word.
+        unsafe {
+            asm!(
+                "mov {t}, qword ptr [rip + __pcpalloc_tls_state_v2@GOTTPOFF]",
+                "mov qword ptr fs:[{t}], {v}",
+                t = out(reg) _,
+                v = in(reg) v,
+                options(nostack, preserves_flags)
+            );
+        }
+    }
 
     #[inline(always)]
     pub fn get() -> usize {
@@ -78,6 +113,17 @@ mod imp {
 
     std::thread_local! {
         static SLOT: Cell<usize> = const { Cell::new(0) };
+        static STATE: Cell<usize> = const { Cell::new(0) };
+    }
+
+    #[inline(always)]
+    pub fn get_state() -> usize {
+        STATE.with(|s| s.get())
+    }
+
+    #[inline(always)]
+    pub fn set_state(v: usize) {
+        STATE.with(|s| s.set(v))
     }
 
     // 0 stands for the empty heap here (a thread-local cannot start with
@@ -121,6 +167,26 @@ pub fn heap() -> *mut Heap {
 pub fn set_heap(h: *mut Heap) {
     imp::set((h as usize).wrapping_sub(addr_of!(EMPTY_HEAP) as usize));
 }
+
+/// Whether this thread's exit hook has run: it has no heap any more, and
+/// whatever it allocates from now on (later key destructors) comes from
+/// the shared late heap (see `late.rs`).
+#[inline]
+pub fn exited() -> bool {
+    imp::get_state() == STATE_EXITED
+}
+
+/// Marks this thread as past its exit hook.
+pub fn set_exited() {
+    imp::set_state(STATE_EXITED);
+}
+
+/// In a forked child: the forking thread is alive, whatever it was.
+pub fn set_alive() {
+    imp::set_state(0);
+}
+
+const STATE_EXITED: usize = 1;
 
 /// The thread key whose destructor runs the thread-exit hook (u32::MAX
 /// until created); while tracing it also finds the thread's heap.

@@ -149,7 +149,7 @@ pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usi
             report::fatal("free(): invalid pointer (not the start of a block)", p);
         }
         if (p as *const usize).add(1).read() != key && (*s).owner.load(Relaxed) != h as *mut u8 {
-            free_remote(p, s, key);
+            free_remote(p, s, h, key);
             return true;
         }
         false
@@ -157,14 +157,15 @@ pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usi
 }
 
 /// `p`, a valid block of another heap's slab `s`, goes on the slab's
-/// remote list marked with `key`.
+/// remote list marked with `key`; the freeing heap `h` counts its bytes.
 ///
 /// # Safety
 /// As [`free`]; `s` is not the calling heap's.
 #[inline(always)]
-unsafe fn free_remote(p: *mut u8, s: *mut Slab, key: usize) {
+unsafe fn free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) {
     // SAFETY: p is a block of s nobody uses (contract).
     unsafe {
+        Heap::note_remote_freed(h, slab::object_size(s));
         (p as *mut usize).add(1).write(key);
         if slab::push_remote(s, p, p) {
             Heap::notify_owner(s);
@@ -193,7 +194,7 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
         if mine {
             return free_checked(p, s, h, key);
         }
-        free_remote(p, s, key);
+        free_remote(p, s, h, key);
         Freed::Done
     }
 }

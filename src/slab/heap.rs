@@ -110,6 +110,9 @@ pub struct Local {
     block_cache: [*mut LargeBlock; NR_PCP_ORDERS],
     /// The thread's pageset in thread mode, else null (this CPU's).
     pub pageset: *mut Pageset,
+    /// The runtime's reclaim epoch this heap last collected for (see
+    /// `runtime/reclaim.rs`).
+    pub reclaim_seen: u32,
 }
 
 /// A thread heap. See the module docs.
@@ -139,6 +142,11 @@ pub struct Heap {
     /// read-modify-write), so each only grows; see [`Heap::usage`].
     small_taken: AtomicU64,
     small_returned: AtomicU64,
+    /// Bytes of other heaps' small objects this heap's thread freed (onto
+    /// their slabs' remote lists). Written by the owner alone — except on
+    /// the empty heap, shared by every thread without a heap, where it is
+    /// added to atomically.
+    small_remote_freed: AtomicU64,
     /// Bytes of large blocks this heap's thread allocated, and freed.
     large_allocated: AtomicU64,
     large_freed: AtomicU64,
@@ -158,6 +166,8 @@ pub struct HeapUsage {
     /// Bytes of large blocks allocated minus freed through this heap (a
     /// block freed by another thread counts there).
     pub large_out: i64,
+    /// Bytes of other heaps' small objects this heap's thread freed.
+    pub remote_freed: i64,
 }
 
 // SAFETY: a heap's owner-only state is reached only through `Owned`, which
@@ -208,6 +218,7 @@ impl Heap {
                 epoch_seen: 0,
                 block_cache: [ptr::null_mut(); NR_PCP_ORDERS],
                 pageset: ptr::null_mut(),
+                reclaim_seen: 0,
             }),
             delayed: AtomicPtr::new(ptr::null_mut()),
             parked: Parked::new(),
@@ -219,6 +230,7 @@ impl Heap {
             remote_collected: AtomicU64::new(0),
             small_taken: AtomicU64::new(0),
             small_returned: AtomicU64::new(0),
+            small_remote_freed: AtomicU64::new(0),
             large_allocated: AtomicU64::new(0),
             large_freed: AtomicU64::new(0),
             trace: AtomicPtr::new(ptr::null_mut()),
@@ -266,6 +278,25 @@ impl Heap {
             small_out: d(&self.small_taken, &self.small_returned),
             binned,
             large_out: d(&self.large_allocated, &self.large_freed),
+            remote_freed: self.small_remote_freed.load(Relaxed) as i64,
+        }
+    }
+
+    /// Counts `bytes` of another heap's small object freed by `h`'s thread
+    /// (`h` is the calling thread's heap or the empty heap). So the bytes
+    /// in use drop at the free, not when the owner collects it.
+    ///
+    /// # Safety
+    /// `h` is the calling thread's heap or the empty heap.
+    #[inline(always)]
+    pub unsafe fn note_remote_freed(h: *const Heap, bytes: usize) {
+        // SAFETY: heaps live forever; the owner alone writes its counter.
+        unsafe {
+            if (*h).is_empty_heap() {
+                (*h).small_remote_freed.fetch_add(bytes as u64, Relaxed);
+            } else {
+                bump(&(*h).small_remote_freed, bytes as u64);
+            }
         }
     }
 
@@ -420,13 +451,11 @@ impl Owned<'_> {
         self.heap as *const Heap as *mut u8
     }
 
-    /// Counts `n` objects of slab `s` freed remotely and collected.
-    fn note_collected(&self, s: *mut Slab, n: u32) {
+    /// Counts `n` objects of slab `s` freed remotely and collected (their
+    /// bytes were counted by their freer, see `note_remote_freed`).
+    fn note_collected(&self, _s: *mut Slab, n: u32) {
         if n > 0 {
             bump(&self.heap.remote_collected, u64::from(n));
-            // SAFETY: s is a live slab of this heap.
-            let size = unsafe { slab::object_size(s) };
-            self.heap.note_small_returned(n as usize * size);
         }
     }
 
@@ -705,9 +734,10 @@ impl Owned<'_> {
     }
 
     /// Collects remote frees on every slab and gives every empty slab
-    /// back, the current ones included (thread exit, trim, the sweep of
-    /// abandoned heaps).
-    pub fn collect(&mut self, pages: &Pages<'_>) {
+    /// back, the current ones included (thread exit, trim, reclaim, the
+    /// sweep of abandoned heaps). Returns how many slabs went back.
+    pub fn collect(&mut self, pages: &Pages<'_>) -> usize {
+        let before = self.heap.slabs_retired.load(Relaxed);
         self.flush_bins(pages);
         self.process_delayed(pages);
         self.release_parked_owned(pages);
@@ -735,6 +765,7 @@ impl Owned<'_> {
                 }
             }
         }
+        (self.heap.slabs_retired.load(Relaxed) - before) as usize
     }
 
     /// Takes the cached large block of `order`, if there is one: it comes

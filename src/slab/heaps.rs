@@ -16,7 +16,7 @@ use crate::meta;
 use crate::pages::Pages;
 use crate::sync::Locked;
 
-use super::heap::{Heap, HEAP_ABANDONED, HEAP_ACTIVE, HEAP_LOST};
+use super::heap::{Heap, EMPTY_HEAP, HEAP_ABANDONED, HEAP_ACTIVE, HEAP_LOST};
 
 /// The heaps of one allocator. See the module docs.
 pub struct HeapRegistry {
@@ -27,6 +27,8 @@ pub struct HeapRegistry {
     /// Bytes of large blocks freed by threads without a heap (rare: during
     /// a thread's exit), which no heap's counters see.
     large_freed_elsewhere: AtomicU64,
+    /// Bytes of large blocks allocated by threads past their exit hook.
+    large_allocated_elsewhere: AtomicU64,
 }
 
 /// Bytes in use in the small objects and large blocks of every heap (see
@@ -48,12 +50,20 @@ impl HeapRegistry {
             all: AtomicPtr::new(ptr::null_mut()),
             abandoned: Locked::new(0),
             large_freed_elsewhere: AtomicU64::new(0),
+            large_allocated_elsewhere: AtomicU64::new(0),
         }
     }
 
     /// Counts a large block of `bytes` freed by a thread without a heap.
     pub fn note_large_freed_elsewhere(&self, bytes: usize) {
         self.large_freed_elsewhere.fetch_add(bytes as u64, Relaxed);
+    }
+
+    /// Counts a large block of `bytes` allocated by a thread without a
+    /// heap (past its exit hook).
+    pub fn note_large_allocated_elsewhere(&self, bytes: usize) {
+        self.large_allocated_elsewhere
+            .fetch_add(bytes as u64, Relaxed);
     }
 
     /// Bytes in use, summed over every heap's counters (a racy snapshot:
@@ -63,11 +73,15 @@ impl HeapRegistry {
         let (mut small, mut binned, mut large) = (0i64, 0u64, 0i64);
         self.for_each(|h| {
             let u = h.usage();
-            small += u.small_out;
+            small += u.small_out - u.remote_freed;
             binned += u.binned;
             large += u.large_out;
         });
         large -= self.large_freed_elsewhere.load(Relaxed) as i64;
+        large += self.large_allocated_elsewhere.load(Relaxed) as i64;
+        // Small objects freed by threads without a heap are counted on
+        // the empty heap (the only counter it has).
+        small -= EMPTY_HEAP.usage().remote_freed;
         BytesInUse {
             small: (small - binned as i64).max(0) as u64,
             binned,
@@ -142,11 +156,12 @@ impl HeapRegistry {
         }
     }
 
-    /// Sweeps every abandoned heap (maintenance tick, trim): collects
-    /// remote frees and gives emptied slabs back. Each heap is taken off
-    /// the list while it is swept, so a thread adopting heaps meanwhile
-    /// never sees it.
-    pub fn collect_abandoned(&self, pages: &Pages<'_>) {
+    /// Sweeps every abandoned heap (maintenance tick, trim, reclaim):
+    /// collects remote frees and gives emptied slabs back. Each heap is
+    /// taken off the list while it is swept, so a thread adopting heaps
+    /// meanwhile never sees it. Returns how many slabs went back.
+    pub fn collect_abandoned(&self, pages: &Pages<'_>) -> usize {
+        let mut slabs = 0;
         let mut list = {
             let mut a = self.abandoned.lock();
             core::mem::replace(&mut *a, 0) as *mut Heap
@@ -157,7 +172,7 @@ impl HeapRegistry {
             // SAFETY: the heaps are off the list and so ours for now.
             unsafe {
                 let next = *(*list).next_abandoned.get();
-                (*list).owned().collect(pages);
+                slabs += (*list).owned().collect(pages);
                 *(*list).next_abandoned.get() = done;
                 if done.is_null() {
                     tail = list;
@@ -172,6 +187,7 @@ impl HeapRegistry {
             unsafe { *(*tail).next_abandoned.get() = *a as *mut Heap };
             *a = done as usize;
         }
+        slabs
     }
 
     /// Gives back the parked slabs of every heap whose parking lock is

@@ -8,8 +8,41 @@ use crate::util::{buf::FixedBuf, parse_size, parse_u64};
 
 use super::inject::injected_failure;
 
+/// The calling thread's errno.
+#[inline]
+pub fn errno() -> i32 {
+    // SAFETY: errno's location is valid for the calling thread.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's errno.
+#[inline]
+pub fn set_errno(e: i32) {
+    // SAFETY: errno's location is valid for the calling thread.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Keeps errno as it was when made, whatever the calls in its scope do:
+/// no function of the platform contract changes errno.
+struct KeepErrno(i32);
+
+impl KeepErrno {
+    #[inline]
+    fn new() -> KeepErrno {
+        KeepErrno(errno())
+    }
+}
+
+impl Drop for KeepErrno {
+    #[inline]
+    fn drop(&mut self) {
+        set_errno(self.0);
+    }
+}
+
 /// The OS page size in bytes.
 pub fn page_size() -> usize {
+    let _e = KeepErrno::new();
     // SAFETY: sysconf has no preconditions.
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if v <= 0 {
@@ -21,10 +54,19 @@ pub fn page_size() -> usize {
 
 /// Reserves `len` bytes of address space aligned to `align` (a power of two
 /// ≥ page size), inaccessible until [`commit`]ted. `None` if the OS refuses.
+///
+/// The reservation is PROT_NONE and private, which the kernel's overcommit
+/// accounting does not count; [`commit`] (mprotect to read-write) is what
+/// it counts and may refuse — exactly as it refuses glibc's mmap of a
+/// block larger than the machine can back (heuristic overcommit) or past
+/// the commit limit (strict overcommit). No MAP_NORESERVE anywhere: that
+/// would skip the check, and a program asking for 100 GiB on a 16 GiB
+/// machine would get it and be killed when it writes.
 pub fn reserve(len: usize, align: usize) -> Option<*mut u8> {
     if injected_failure() {
         return None;
     }
+    let _e = KeepErrno::new();
     let span = len.checked_add(align)?;
     // SAFETY: an anonymous PROT_NONE mapping at an address of the kernel's
     // choosing touches no existing memory.
@@ -33,7 +75,7 @@ pub fn reserve(len: usize, align: usize) -> Option<*mut u8> {
             ptr::null_mut(),
             span,
             libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
         )
@@ -64,6 +106,7 @@ pub fn map_fixed(p: *mut u8, len: usize) -> bool {
     if injected_failure() {
         return false;
     }
+    let _e = KeepErrno::new();
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on a
     // kernel that ignores the flag the hint may be moved, which we check.
     let r = unsafe {
@@ -93,6 +136,7 @@ pub fn commit(p: *mut u8, len: usize) -> bool {
     if injected_failure() {
         return false;
     }
+    let _e = KeepErrno::new();
     // SAFETY: the range is part of a reservation we own (contract).
     unsafe { libc::mprotect(p.cast(), len, libc::PROT_READ | libc::PROT_WRITE) == 0 }
 }
@@ -102,6 +146,7 @@ pub fn map(len: usize) -> Option<*mut u8> {
     if injected_failure() {
         return None;
     }
+    let _e = KeepErrno::new();
     // SAFETY: an anonymous mapping at an address of the kernel's choosing.
     let p = unsafe {
         libc::mmap(
@@ -122,6 +167,7 @@ pub fn map(len: usize) -> Option<*mut u8> {
 
 /// Unmaps `[p, p+len)`.
 pub fn unmap(p: *mut u8, len: usize) {
+    let _e = KeepErrno::new();
     // SAFETY: the range was mapped by us and nobody uses it any more
     // (contract).
     unsafe {
@@ -136,6 +182,7 @@ pub fn resize_in_place(p: *mut u8, old: usize, new: usize) -> bool {
     if injected_failure() {
         return false;
     }
+    let _e = KeepErrno::new();
     // SAFETY: p/old describe a whole mapping of ours (contract); without
     // MAYMOVE the kernel either resizes it where it is or fails.
     let q = unsafe { libc::mremap(p.cast(), old, new, 0) };
@@ -149,6 +196,7 @@ pub fn move_pages(from: *mut u8, len: usize, to: *mut u8) -> bool {
     if injected_failure() {
         return false;
     }
+    let _e = KeepErrno::new();
     // SAFETY: both ranges are whole mappings of ours (contract): the
     // source is a live block the caller moves, the target fresh memory.
     let q = unsafe {
@@ -166,8 +214,56 @@ pub fn move_pages(from: *mut u8, len: usize, to: *mut u8) -> bool {
 /// Gives the physical memory behind `[p, p+len)` back to the OS. The range
 /// stays mapped and reads as zero afterwards.
 pub fn release(p: *mut u8, len: usize) -> bool {
+    let _e = KeepErrno::new();
     // SAFETY: the range is ours and holds no live data (contract).
     unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Gives `[p, p+len)` of a reservation back to the OS entirely: its
+/// memory and its commit charge go, and the range is inaccessible again
+/// (as after [`reserve`]) until [`commit`]ted. False if the OS refused
+/// (the range is then unchanged).
+pub fn decommit(p: *mut u8, len: usize) -> bool {
+    let _e = KeepErrno::new();
+    // SAFETY: the range is part of a reservation of ours that holds no
+    // live data (contract); MAP_FIXED replaces exactly that range.
+    let r = unsafe {
+        libc::mmap(
+            p.cast(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    r == p.cast()
+}
+
+/// Pages of `[p, p+len)` resident in memory now (mincore), read through a
+/// stack buffer. Ranges that are not mapped count as not resident.
+pub fn resident_pages(p: *const u8, len: usize) -> usize {
+    const CHUNK_PAGES: usize = 4096;
+    let _e = KeepErrno::new();
+    let mut vec = [0u8; CHUNK_PAGES];
+    let mut n = 0;
+    let mut a = p as usize;
+    let end = a + len;
+    while a < end {
+        let pages = ((end - a) / PAGE_SIZE).min(CHUNK_PAGES);
+        if pages == 0 {
+            break;
+        }
+        // SAFETY: vec has room for `pages` bytes; mincore only reads the
+        // page tables of our own address range.
+        let r =
+            unsafe { libc::mincore(a as *mut libc::c_void, pages * PAGE_SIZE, vec.as_mut_ptr()) };
+        if r == 0 {
+            n += vec[..pages].iter().filter(|&&v| v & 1 != 0).count();
+        }
+        a += pages * PAGE_SIZE;
+    }
+    n
 }
 
 /// Writes all of `msg` to standard error, ignoring failures.
@@ -220,6 +316,7 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
 /// Whether this process runs with elevated privileges (setuid/setgid,
 /// file capabilities): the kernel's AT_SECURE.
 pub fn secure_mode() -> bool {
+    let _e = KeepErrno::new();
     // SAFETY: getauxval has no preconditions.
     unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
 }
@@ -272,6 +369,7 @@ pub fn coarse_now_ns() -> u64 {
 /// Gives up the CPU for a moment.
 #[inline]
 pub fn yield_now() {
+    let _e = KeepErrno::new();
     // SAFETY: sched_yield has no preconditions.
     unsafe {
         libc::sched_yield();
@@ -309,6 +407,7 @@ pub fn nr_cpus_online() -> usize {
 }
 
 fn affinity_count() -> usize {
+    let _e = KeepErrno::new();
     // SAFETY: set is a valid out-parameter of the size we pass.
     unsafe {
         let mut set: libc::cpu_set_t = core::mem::zeroed();
@@ -348,6 +447,7 @@ impl FileBuf {
 /// Reads up to 4 KiB of the file at `path`. `None` if it cannot be opened
 /// or read.
 pub fn read_file(path: &core::ffi::CStr) -> Option<FileBuf> {
+    let _e = KeepErrno::new();
     // SAFETY: path is NUL-terminated; O_CLOEXEC keeps the fd out of
     // children.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -442,33 +542,91 @@ pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
     best.map(|(_, size, sharers)| size / sharers as u64)
 }
 
-/// The memory this process may use: the cgroup v2 `memory.max` of its
-/// cgroup if one is set, else MemTotal from /proc/meminfo. `None` if
-/// neither can be read.
-pub fn memory_limit_bytes() -> Option<u64> {
-    cgroup_memory_max().or_else(mem_total)
+/// The memory limit of this process's cgroup, if it has one: cgroup v2
+/// `memory.max` (its own cgroup or the nearest ancestor that sets one),
+/// else cgroup v1 `memory.limit_in_bytes` (a value near 2^63 means none).
+pub fn cgroup_limit_bytes() -> Option<u64> {
+    cgroup_v2_max().or_else(cgroup_v1_limit)
 }
 
-fn cgroup_memory_max() -> Option<u64> {
-    // /proc/self/cgroup holds "0::/some/path" on a cgroup v2 system.
+/// Total RAM, from /proc/meminfo.
+pub fn mem_total_bytes() -> Option<u64> {
+    mem_total()
+}
+
+/// The line of /proc/self/cgroup that starts with `prefix`, past it.
+fn cgroup_line(prefix: &[u8], f: impl FnOnce(&[u8]) -> Option<u64>) -> Option<u64> {
     let cg = read_file(c"/proc/self/cgroup")?;
     let line = cg
         .as_bytes()
         .split(|&c| c == b'\n')
-        .find(|l| l.starts_with(b"0::"))?;
-    let rel = line[3..].trim_ascii();
+        .find(|l| l.starts_with(prefix))?;
+    f(line[prefix.len()..].trim_ascii())
+}
+
+fn cgroup_v2_max() -> Option<u64> {
+    // "0::/some/path" on a cgroup v2 system; walk up to the root, since a
+    // limit set on a parent binds its children too.
+    cgroup_line(b"0::", |rel| {
+        let mut rel = rel;
+        let mut best: Option<u64> = None;
+        loop {
+            let mut path = FixedBuf::<512>::new();
+            path.push_bytes(b"/sys/fs/cgroup");
+            if rel != b"/" {
+                path.push_bytes(rel);
+            }
+            path.push_bytes(b"/memory.max");
+            if path.truncated {
+                return best;
+            }
+            // "max" means no limit at this level.
+            if let Some(v) = path
+                .as_cstr()
+                .and_then(read_file)
+                .and_then(|v| parse_u64(v.as_bytes()))
+            {
+                best = Some(best.map_or(v, |b| b.min(v)));
+            }
+            match rel.iter().rposition(|&c| c == b'/') {
+                Some(0) | None => {
+                    if rel == b"/" || rel.is_empty() {
+                        return best;
+                    }
+                    rel = b"/";
+                }
+                Some(i) => rel = &rel[..i],
+            }
+        }
+    })
+}
+
+fn cgroup_v1_limit() -> Option<u64> {
+    // "N:memory:/path" (the controller list may name several).
+    let cg = read_file(c"/proc/self/cgroup")?;
+    let rel = cg.as_bytes().split(|&c| c == b'\n').find_map(|l| {
+        let mut parts = l.splitn(3, |&c| c == b':');
+        let _id = parts.next()?;
+        let ctrls = parts.next()?;
+        let path = parts.next()?;
+        ctrls
+            .split(|&c| c == b',')
+            .any(|c| c == b"memory")
+            .then_some(path)
+    })?;
+    let rel = rel.trim_ascii();
     let mut path = FixedBuf::<512>::new();
-    path.push_bytes(b"/sys/fs/cgroup");
+    path.push_bytes(b"/sys/fs/cgroup/memory");
     if rel != b"/" {
         path.push_bytes(rel);
     }
-    path.push_bytes(b"/memory.max");
+    path.push_bytes(b"/memory.limit_in_bytes");
     if path.truncated {
         return None;
     }
-    let v = read_file(path.as_cstr()?)?;
-    // "max" means unlimited: fall through to MemTotal.
-    parse_u64(v.as_bytes())
+    let v = parse_u64(read_file(path.as_cstr()?)?.as_bytes())?;
+    // "No limit" reads as PAGE_COUNTER_MAX pages, about 2^63 bytes.
+    (v < 1 << 62).then_some(v)
 }
 
 fn mem_total() -> Option<u64> {
@@ -498,7 +656,10 @@ mod tests {
     fn machine_facts_are_readable() {
         assert_eq!(page_size(), 4096);
         assert!(nr_cpus_possible() >= nr_cpus_online());
-        assert!(memory_limit_bytes().unwrap() > 1 << 20);
+        assert!(mem_total_bytes().unwrap() > 1 << 20);
+        if let Some(l) = cgroup_limit_bytes() {
+            assert!(l > 0);
+        }
         // The cache slice may be missing in odd containers; when present it
         // must be a sane size.
         if let Some(s) = llc_slice_bytes(0) {

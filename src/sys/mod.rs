@@ -1,7 +1,8 @@
 //! The platform contract: everything pcpalloc asks of the operating system.
 //!
 //! Every function here is callable from inside `malloc`: none allocates,
-//! none takes a lock of ours, none panics. Failures come back as `None` or
+//! none takes a lock of ours, none panics, and none changes errno (each
+//! restores it), so a successful `malloc` leaves errno as it found it. Failures come back as `None` or
 //! `false`; the caller decides what a failure means. The Linux backend in
 //! [`linux`] is the only file that calls libc for memory and files.
 //!
@@ -15,7 +16,8 @@ mod linux;
 pub use inject::inject_map_failures;
 
 pub use linux::{
-    coarse_now_ns, commit, current_cpu, for_each_env, getenv, llc_slice_bytes, map, map_fixed,
-    memory_limit_bytes, move_pages, now_ns, nr_cpus_online, nr_cpus_possible, page_size, release,
-    reserve, resize_in_place, secure_mode, unmap, write_fd, write_stderr, yield_now,
+    cgroup_limit_bytes, coarse_now_ns, commit, current_cpu, decommit, errno, for_each_env, getenv,
+    llc_slice_bytes, map, map_fixed, mem_total_bytes, move_pages, now_ns, nr_cpus_online,
+    nr_cpus_possible, page_size, release, reserve, resident_pages, resize_in_place, secure_mode,
+    set_errno, unmap, write_fd, write_stderr, yield_now,
 };

@@ -51,6 +51,13 @@ pub struct ZoneCounters {
     pub below_high_clear: u64,
     /// Times all pagesets were drained to satisfy an allocation.
     pub drain_all: u64,
+    /// Allocations refused because the budget could not take the pages
+    /// of a free block (at a user-set limit).
+    pub charge_fail: u64,
+    /// Times whole free MAX_ORDER blocks went offline.
+    pub shrink_events: u64,
+    /// Pages taken offline.
+    pub shrink_pages: u64,
     /// Most pages moved between a pageset and the zone in one lock hold
     /// (refill or bulk free) since this was last reset: what
     /// BATCH_SCALE_MAX bounds.
@@ -82,6 +89,8 @@ pub struct ZoneInner {
     pub managed: usize,
     /// Pages temporarily isolated (being released to the OS).
     pub isolated: usize,
+    /// Pages charged to the budget (see `charge.rs`).
+    pub charged: usize,
     /// Maintenance epoch (ticks); stamps when a free block became free.
     pub epoch: u32,
     /// The section that still has uncommitted blocks, or null.
@@ -104,6 +113,7 @@ impl ZoneInner {
             clean_free: 0,
             managed: 0,
             isolated: 0,
+            charged: 0,
             epoch: 0,
             grow_section: core::ptr::null_mut(),
             c: ZoneCounters {
@@ -121,13 +131,17 @@ impl ZoneInner {
                 below_high_set: 0,
                 below_high_clear: 0,
                 drain_all: 0,
+                charge_fail: 0,
+                shrink_events: 0,
+                shrink_pages: 0,
                 bulk_max: 0,
             },
         }
     }
 
     /// Puts block `head` of `order` on `free_area[order][mt]` (front, or back
-    /// for blocks that should be used last) and accounts for it.
+    /// for blocks that should be used last, and always for clean ones) and
+    /// accounts for it.
     ///
     /// # Safety
     /// `head` is the descriptor of a block of this zone that is on no list
@@ -151,7 +165,10 @@ impl ZoneInner {
                 .head
                 .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
             let list = &mut self.free_area[order as usize][mt as usize];
-            if back {
+            // Memory that is not resident goes last: the next allocation
+            // takes resident (and already charged) memory first, which
+            // faults nothing in and needs no room in the budget.
+            if back || clean {
                 list.push_back(head);
             } else {
                 list.push_front(head);
@@ -162,6 +179,13 @@ impl ZoneInner {
         if clean {
             self.clean_free += 1 << order;
         }
+    }
+
+    /// Free pages that are charged — resident, or may be (exact but for
+    /// isolated blocks, counted as charged while they are given back).
+    #[inline]
+    pub fn dirty_free(&self) -> usize {
+        self.charged.saturating_sub(self.managed - self.free)
     }
 
     /// Takes free block `head` off its list and out of the free counts. Its

@@ -1,6 +1,6 @@
 //! The zone: one buddy allocator over all sections, with the kernel's
-//! watermarks, migratetype fallback, growth up to a memory limit, and the
-//! hand-back of idle memory to the OS.
+//! watermarks, migratetype fallback, growth and shrinking against a memory
+//! budget, and the hand-back of idle memory to the OS.
 //!
 //! A userspace heap has no fixed RAM, so the kernel's notions map as
 //! follows: *managed* pages are the pages the
@@ -8,12 +8,20 @@
 //! pagesets are not free, exactly as in the kernel). The zone grows by
 //! committing MAX_ORDER blocks (≥ 4 MiB at a time) when an allocation
 //! cannot be served, or when free memory falls below the low watermark
-//! (our kswapd: it grows back to the high watermark), until the memory
-//! limit; then allocation fails cleanly and frees make it work again.
+//! (our kswapd: it grows back to the high watermark), as far as the budget
+//! allows (`budget.rs`); whole free blocks go offline again when the
+//! runtime reclaims or stay idle (`grow.rs`). Sections and their
+//! descriptors stay for the life of the process (seed 003). Memory that
+//! stays free for a tick goes back to the OS with madvise (see
+//! `release.rs`), whole pageblocks first.
 //!
-//! Growth never unmaps: sections stay for the life of the process (seed
-//! 003). Memory that stays free for a tick goes back to the OS with
-//! madvise (see `release.rs`), whole pageblocks first.
+//! - `buddy.rs`: free lists, split and merge;
+//! - `fallback.rs`: migratetype fallback (seed 004);
+//! - `watermark.rs`: the kernel's sizing formulas;
+//! - `budget.rs`: the memory budget;
+//! - `grow.rs`: blocks online and offline;
+//! - `release.rs`: idle memory back to the OS;
+//! - `check.rs`: the invariant walk.
 //!
 //! Locking: one zone lock ([`crate::sync::Locked`]) guards [`ZoneInner`].
 //! A few mirrors (free and managed pages, watermarks, pcp bounds, flags)
@@ -21,7 +29,11 @@
 //! reads `zone_page_state` and watermarks.
 
 mod buddy;
+pub mod budget;
+mod charge;
+mod check;
 mod fallback;
+mod grow;
 mod release;
 pub mod watermark;
 
@@ -30,15 +42,13 @@ use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use crossbeam_utils::CachePadded;
 
 pub use buddy::{ZoneCounters, ZoneInner};
+pub use budget::{Budget, NO_LIMIT};
 pub use fallback::StealRules;
-use watermark::{pcp_params, watermarks, PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
+use watermark::{PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
 
-use crate::geometry::{
-    MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_PAGE_ORDER, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES,
-    PAGEBLOCK_ORDER, PAGE_SHIFT, PAGE_SIZE, SECTION_BLOCKS,
-};
-use crate::page::{flags, LargeBlock, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
-use crate::section::{self, desc_of, page_addr, SectionHeader};
+use crate::geometry::NR_PAGE_ORDERS;
+use crate::page::{MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
+use crate::section::{self, page_addr, SectionHeader};
 use crate::sync::{Guard, Locked};
 
 /// Zone flag: free pages fell below the high watermark (ZONE_BELOW_HIGH,
@@ -46,14 +56,14 @@ use crate::sync::{Guard, Locked};
 /// path once the zone is back above the watermark.
 pub const ZONE_BELOW_HIGH: u32 = 1 << 0;
 
-/// Most MAX_ORDER blocks one growth step commits (64 MiB).
-const MAX_GROW_BLOCKS: usize = 16;
-
 /// How a zone is sized and behaves; fixed when the zone is configured.
 #[derive(Clone, Copy, Debug)]
 pub struct ZoneConfig {
-    /// Bytes the zone (plus huge allocations charged to its budget) may map.
+    /// Bytes the zone (plus huge allocations charged to its budget) may
+    /// map, or [`NO_LIMIT`].
     pub memory_limit: usize,
+    /// The memory the formulas are sized from (0: the limit).
+    pub size: usize,
     /// CPUs the pcp high bounds are split over.
     pub nr_cpus: usize,
     /// 0: auto-tune pcp high; ≥ 8: fixed high = managed / fraction / cpus.
@@ -67,75 +77,11 @@ impl ZoneConfig {
     pub fn with_limit(memory_limit: usize) -> ZoneConfig {
         ZoneConfig {
             memory_limit,
+            size: 0,
             nr_cpus: 1,
             high_fraction: 0,
             steal: StealRules::SEED_004,
         }
-    }
-}
-
-/// The memory budget shared by the zone and the huge allocations: bytes
-/// mapped may not exceed `limit`.
-pub struct Budget {
-    limit: AtomicUsize,
-    used: AtomicUsize,
-    /// The most `used` has been.
-    peak: AtomicUsize,
-}
-
-impl Budget {
-    const fn new() -> Budget {
-        Budget {
-            limit: AtomicUsize::new(0),
-            used: AtomicUsize::new(0),
-            peak: AtomicUsize::new(0),
-        }
-    }
-
-    /// Takes `bytes` from the budget if they fit under the limit.
-    pub fn try_charge(&self, bytes: usize) -> bool {
-        let limit = self.limit.load(Relaxed);
-        let mut used = self.used.load(Relaxed);
-        loop {
-            let Some(next) = used.checked_add(bytes) else {
-                return false;
-            };
-            if next > limit {
-                return false;
-            }
-            match self
-                .used
-                .compare_exchange_weak(used, next, Relaxed, Relaxed)
-            {
-                Ok(_) => {
-                    if next > self.peak.load(Relaxed) {
-                        self.peak.fetch_max(next, Relaxed);
-                    }
-                    return true;
-                }
-                Err(u) => used = u,
-            }
-        }
-    }
-
-    /// Gives `bytes` back.
-    pub fn uncharge(&self, bytes: usize) {
-        self.used.fetch_sub(bytes, Relaxed);
-    }
-
-    /// Bytes charged now.
-    pub fn used(&self) -> usize {
-        self.used.load(Relaxed)
-    }
-
-    /// The most bytes charged at once so far.
-    pub fn peak(&self) -> usize {
-        self.peak.load(Relaxed)
-    }
-
-    /// The limit in bytes.
-    pub fn limit(&self) -> usize {
-        self.limit.load(Relaxed)
     }
 }
 
@@ -146,6 +92,7 @@ pub struct Zone {
     /// `struct zone` the same way).
     locked: CachePadded<Locked<ZoneInner>>,
     free_pages: AtomicUsize,
+    dirty_free_pages: AtomicUsize,
     managed_pages: AtomicUsize,
     flags: AtomicU32,
     wmark: [AtomicUsize; 3],
@@ -169,6 +116,7 @@ impl Zone {
         Zone {
             locked: CachePadded::new(Locked::new(ZoneInner::new())),
             free_pages: AtomicUsize::new(0),
+            dirty_free_pages: AtomicUsize::new(0),
             managed_pages: AtomicUsize::new(0),
             flags: AtomicU32::new(0),
             wmark: [const { AtomicUsize::new(0) }; 3],
@@ -186,7 +134,7 @@ impl Zone {
     /// Sets limit, CPU split, high fraction and stealing rules.
     pub fn configure(&self, cfg: &ZoneConfig) {
         let mut g = self.lock();
-        self.budget.limit.store(cfg.memory_limit, Relaxed);
+        self.budget.configure(cfg.memory_limit, cfg.size);
         self.nr_cpus.store(cfg.nr_cpus.max(1), Relaxed);
         self.high_fraction.store(cfg.high_fraction, Relaxed);
         self.steal.store(cfg.steal.to_bits(), Relaxed);
@@ -226,6 +174,26 @@ impl Zone {
         self.free_pages.load(Relaxed)
     }
 
+    /// Free pages an allocation can have now: the resident ones, and as
+    /// many of the others (fresh or given back to the OS, not charged) as
+    /// the budget has room for. Racy read of the mirrors. Without a wall
+    /// this is every free page.
+    #[inline]
+    pub fn available_pages(&self) -> usize {
+        let free = self.free_pages();
+        let dirty = self.dirty_free_pages().min(free);
+        let b = &self.budget;
+        let room = b.limit().saturating_sub(b.used()) >> crate::geometry::PAGE_SHIFT;
+        dirty + (free - dirty).min(room)
+    }
+
+    /// Free pages that are charged: resident, or may be (racy read of
+    /// the mirror; see `ZoneInner::dirty_free`).
+    #[inline]
+    pub fn dirty_free_pages(&self) -> usize {
+        self.dirty_free_pages.load(Relaxed)
+    }
+
     /// Managed pages (racy read of the mirror).
     #[inline]
     pub fn managed_pages(&self) -> usize {
@@ -248,6 +216,14 @@ impl Zone {
         }
     }
 
+    /// Publishes the pcp bounds and managed pages (under the zone lock).
+    fn set_pcp_params(&self, p: PcpParams, managed: usize) {
+        self.batch.store(p.batch, Relaxed);
+        self.high_min.store(p.high_min, Relaxed);
+        self.high_max.store(p.high_max, Relaxed);
+        self.managed_pages.store(managed, Relaxed);
+    }
+
     /// Whether ZONE_BELOW_HIGH is set.
     #[inline]
     pub fn below_high(&self) -> bool {
@@ -259,9 +235,10 @@ impl Zone {
     /// maintenance tick calls it too, so an idle zone does not stay
     /// flagged).
     pub fn clear_below_high_if_ok(&self) {
-        if self.below_high() && self.free_pages() >= self.wmark(WMARK_HIGH) {
+        if self.below_high() && self.available_pages() >= self.wmark(WMARK_HIGH) {
             let mut g = self.lock();
-            if self.below_high() && g.inner.free >= self.wmark(WMARK_HIGH) {
+            publish_mirrors(&g);
+            if self.below_high() && self.available_pages() >= self.wmark(WMARK_HIGH) {
                 self.flags.fetch_and(!ZONE_BELOW_HIGH, Relaxed);
                 g.inner.c.below_high_clear += 1;
             }
@@ -336,7 +313,7 @@ impl Zone {
         if self.below_high() {
             return true;
         }
-        if self.free_pages().saturating_sub(1 << order) < self.wmark(WMARK_HIGH) {
+        if self.available_pages().saturating_sub(1 << order) < self.wmark(WMARK_HIGH) {
             if self.set_below_high() {
                 self.lock().inner.c.below_high_set += 1;
             }
@@ -392,9 +369,14 @@ impl Zone {
             ],
             below_high: self.below_high(),
             pcp: self.pcp_params(),
-            memory_limit: self.budget.limit(),
+            memory_limit: if self.budget.has_limit() {
+                self.budget.limit()
+            } else {
+                0
+            },
             budget_used: self.budget.used(),
             budget_peak: self.budget.peak(),
+            charged: z.charged,
             counters: z.c,
             lock_acquisitions: lock.acquisitions.load(Relaxed),
             lock_contended: lock.contended.load(Relaxed),
@@ -402,171 +384,23 @@ impl Zone {
         }
     }
 
-    /// Walks every list and every descriptor of the zone and panics on any
-    /// broken invariant (see [`ZoneInner`]). Returns what the walk found, so
-    /// the layers above can check their own counts against it.
-    pub fn check_invariants(&self) -> ZoneWalk {
-        let g = self.lock();
-        let z = &*g.inner;
-        let mut free = 0;
-        let mut clean = 0;
-        for o in 0..NR_PAGE_ORDERS {
-            let mut blocks = 0;
-            for mt in 0..MIGRATE_TYPES {
-                let list = &z.free_area[o][mt];
-                // SAFETY: list elements are our descriptors; lock held.
-                blocks += unsafe { list.check() };
-                let mut p = list.first();
-                while !p.is_null() {
-                    // SAFETY: as above.
-                    unsafe {
-                        assert_eq!(
-                            (*p).kind(),
-                            PageKind::Buddy,
-                            "free list holds a non-buddy page"
-                        );
-                        assert_eq!((*p).order as usize, o, "free block on the wrong order list");
-                        assert_eq!(
-                            (*p).migratetype as usize,
-                            mt,
-                            "free block on the wrong type list"
-                        );
-                        let a = page_addr(p);
-                        assert_eq!(
-                            a % (PAGE_SIZE << o),
-                            0,
-                            "free block not aligned to its size"
-                        );
-                        if o >= PAGEBLOCK_ORDER as usize {
-                            for i in 0..(1usize << (o - PAGEBLOCK_ORDER as usize)) {
-                                let pb = a + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE;
-                                assert_eq!(
-                                    section::pageblock_mt(pb) as usize,
-                                    mt,
-                                    "free pageblock-sized block of another type"
-                                );
-                            }
-                        }
-                        if o < MAX_PAGE_ORDER as usize {
-                            let b = desc_of(a ^ (PAGE_SIZE << o));
-                            assert!(
-                                !((*b).kind() == PageKind::Buddy && (*b).order as usize == o),
-                                "two free buddies left unmerged"
-                            );
-                        }
-                        if (*p).flags & flags::CLEAN != 0 {
-                            clean += 1 << o;
-                        }
-                        p = (*p).next;
-                    }
-                }
-            }
-            assert_eq!(
-                blocks, z.nr_free[o],
-                "nr_free[{o}] disagrees with the lists"
-            );
-            free += blocks << o;
-        }
-        assert_eq!(free, z.free, "free page count disagrees with the lists");
-        assert_eq!(
-            clean, z.clean_free,
-            "clean page count disagrees with the lists"
-        );
-
-        // Walk every committed block descriptor by descriptor.
-        let (mut managed, mut walked_free, mut pcp, mut isolated, mut used) = (0, 0, 0, 0, 0);
+    /// Bytes of the zone's memory resident now, as the OS counts them
+    /// (mincore): its online blocks and its sections' descriptor blocks.
+    /// Taken without the zone lock: a block going online or offline
+    /// meanwhile may or may not be counted.
+    pub fn resident_bytes(&self) -> usize {
+        let mut pages = 0;
         section::for_each(self.tag(), |h| {
-            // SAFETY: for_each passes live headers of this zone.
-            assert!(unsafe { section::header_ok(h) });
-            // SAFETY: h is a live header of this zone; lock held.
-            let blocks = unsafe { (*h).committed_blocks };
-            for b in 1..blocks {
-                let start = h as usize + b * MAX_ORDER_BYTES;
-                let end = start + MAX_ORDER_BYTES;
-                managed += MAX_ORDER_PAGES;
-                let mut a = start;
-                while a < end {
-                    let d = desc_of(a);
-                    // SAFETY: committed descriptor; lock held.
-                    let (kind, order) = unsafe { ((*d).kind(), (*d).order as u32) };
-                    assert!(order <= MAX_PAGE_ORDER);
-                    assert_eq!(a % (PAGE_SIZE << order), 0, "block head not aligned");
-                    // SAFETY: as above.
-                    let pages = unsafe { block_pages(d) };
-                    match kind {
-                        PageKind::Buddy => walked_free += pages,
-                        PageKind::Pcp => pcp += pages,
-                        PageKind::Isolated => isolated += pages,
-                        PageKind::Large | PageKind::Slab | PageKind::Cached => used += pages,
-                        PageKind::None
-                        | PageKind::SlabTail
-                        | PageKind::Huge
-                        | PageKind::HugeCached => {
-                            panic!("page {a:#x} is covered by no block (kind {kind:?})")
-                        }
-                    }
-                    for i in 1..pages {
-                        let t = desc_of(a + i * PAGE_SIZE);
-                        // SAFETY: committed descriptor; lock held.
-                        let tk = unsafe { (*t).kind() };
-                        let ok = tk == PageKind::None
-                            || (kind == PageKind::Slab && tk == PageKind::SlabTail);
-                        assert!(
-                            ok,
-                            "page {:#x} inside a {kind:?} block is a {tk:?} head",
-                            a + i * PAGE_SIZE
-                        );
-                    }
-                    a += pages * PAGE_SIZE;
-                }
-                assert_eq!(a, end, "a block runs past its MAX_ORDER block");
+            pages +=
+                crate::sys::resident_pages(h as *const u8, crate::geometry::SECTION_META_BYTES);
+            // SAFETY: h is a live header of this zone.
+            let bits = unsafe { section::online_bits(h) };
+            for a in section::online_block_addrs(h as usize, bits) {
+                pages +=
+                    crate::sys::resident_pages(a as *const u8, crate::geometry::MAX_ORDER_BYTES);
             }
         });
-        assert_eq!(
-            managed, z.managed,
-            "managed pages disagree with committed blocks"
-        );
-        assert_eq!(
-            walked_free, z.free,
-            "descriptor walk disagrees with free count"
-        );
-        assert_eq!(
-            isolated, z.isolated,
-            "descriptor walk disagrees with isolated count"
-        );
-        ZoneWalk {
-            free: walked_free,
-            pcp,
-            isolated,
-            used,
-        }
-    }
-
-    /// Calls `f` on the head descriptor of every block handed out (slabs
-    /// and large blocks), walking the descriptors under the zone lock. `f`
-    /// must not take the zone lock.
-    pub fn for_each_used_block(&self, mut f: impl FnMut(*mut Page)) {
-        let _g = self.lock();
-        section::for_each(self.tag(), |h| {
-            // SAFETY: h is a live header of this zone; lock held.
-            let blocks = unsafe { (*h).committed_blocks };
-            for b in 1..blocks {
-                let start = h as usize + b * MAX_ORDER_BYTES;
-                let end = start + MAX_ORDER_BYTES;
-                let mut a = start;
-                while a < end {
-                    let d = desc_of(a);
-                    // SAFETY: committed descriptor; lock held.
-                    let kind = unsafe { (*d).kind() };
-                    // SAFETY: as above.
-                    let pages = unsafe { block_pages(d) }.max(1);
-                    if matches!(kind, PageKind::Large | PageKind::Slab) {
-                        f(d);
-                    }
-                    a += pages * PAGE_SIZE;
-                }
-            }
-        });
+        pages << crate::geometry::PAGE_SHIFT
     }
 
     /// Unmaps every section of this zone.
@@ -587,7 +421,7 @@ impl Zone {
             // SAFETY: the caller promises nothing uses the zone any more.
             unsafe { section::destroy(h) };
         }
-        self.budget.used.store(0, Relaxed);
+        self.budget.reset();
     }
 }
 
@@ -610,6 +444,15 @@ impl ZoneGuard<'_> {
         let mut p = self.rmqueue_once(order, mt);
         if p.is_null() && self.grow(1 << order) {
             p = self.rmqueue_once(order, mt);
+        }
+        if !p.is_null() && !self.charge_block(p, order) {
+            // The budget cannot take its pages: back it goes.
+            // SAFETY: p is the block just taken, whole and ours.
+            unsafe { self.free_one_page(p, order) };
+            self.inner.c.pgfree -= 1 << order;
+            self.inner.c.pgalloc -= 1 << order;
+            self.inner.c.charge_fail += 1;
+            p = core::ptr::null_mut();
         }
         if p.is_null() {
             self.inner.c.alloc_fail += 1;
@@ -641,135 +484,65 @@ impl ZoneGuard<'_> {
     /// # Safety
     /// As [`Zone::free`].
     pub unsafe fn free_one_page(&mut self, head: *mut Page, order: u32) {
-        let mt = section::pageblock_mt(page_addr(head));
+        let addr = page_addr(head);
+        // SAFETY: the caller owns head (contract).
+        if unsafe { (*head).flags } & crate::page::flags::CLEAN != 0 {
+            // Never written since it came from the zone (a pageset's pages
+            // drained unused, say): not resident, so not charged.
+            self.uncharge_range(addr, 1 << order);
+        }
+        let mt = section::pageblock_mt(addr);
         // SAFETY: forwarded contract.
         unsafe { self.inner.free_one_page(head, order, mt) };
         self.inner.c.pgfree += 1 << order;
     }
-
-    /// Commits more memory: at least `need` pages' worth of whole MAX_ORDER
-    /// blocks, more when below the high watermark or to grow the heap by an
-    /// eighth, as the budget allows. Returns whether it grew by at least
-    /// `need` pages (or anything at all when `need` is 0).
-    pub fn grow(&mut self, need: usize) -> bool {
-        let z = &mut *self.inner;
-        let high = self.zone.wmark(WMARK_HIGH);
-        let want = (need + high.saturating_sub(z.free)).max(z.managed / 8);
-        let want_blocks = want.div_ceil(MAX_ORDER_PAGES).clamp(1, MAX_GROW_BLOCKS);
-        let need_blocks = need.div_ceil(MAX_ORDER_PAGES).max(1);
-        let budget = &self.zone.budget;
-        let blocks = if budget.try_charge(want_blocks * MAX_ORDER_BYTES) {
-            want_blocks
-        } else if need_blocks < want_blocks && budget.try_charge(need_blocks * MAX_ORDER_BYTES) {
-            need_blocks
-        } else {
-            return false;
-        };
-        let mut added = 0;
-        while added < blocks {
-            if z.grow_section.is_null() {
-                match section::create(self.zone.tag()) {
-                    Some(h) => z.grow_section = h,
-                    None => break,
-                }
-            }
-            let h = z.grow_section;
-            // SAFETY: h is our live section and we hold the zone lock.
-            let b = unsafe { (*h).committed_blocks };
-            // SAFETY: as above; block b is the next uncommitted one.
-            if !unsafe { section::commit_block(h, b) } {
-                // SAFETY: as above.
-                if unsafe { (*h).reserved } || b == 1 {
-                    break; // the OS is out of memory
-                }
-                // Something else lives past this section's last block: go
-                // on in a new section.
-                z.grow_section = core::ptr::null_mut();
-                continue;
-            }
-            let addr = h as usize + b * MAX_ORDER_BYTES;
-            for pb in 0..(MAX_ORDER_PAGES / PAGEBLOCK_NR_PAGES) {
-                section::set_pageblock_mt(
-                    addr + pb * PAGEBLOCK_NR_PAGES * PAGE_SIZE,
-                    MigrateType::Movable,
-                );
-            }
-            // SAFETY: the block is freshly committed and ours; its
-            // descriptors are zero (None). Fresh blocks go to the back so
-            // memory already resident is used first.
-            unsafe {
-                (*h).committed_blocks = b + 1;
-                z.add_free(
-                    desc_of(addr),
-                    MAX_PAGE_ORDER,
-                    MigrateType::Movable,
-                    true,
-                    true,
-                );
-            }
-            if b + 1 > SECTION_BLOCKS {
-                z.grow_section = core::ptr::null_mut();
-            }
-            z.managed += MAX_ORDER_PAGES;
-            added += 1;
-        }
-        if added < blocks {
-            budget.uncharge((blocks - added) * MAX_ORDER_BYTES);
-        }
-        if added > 0 {
-            z.c.grow_events += 1;
-            z.c.grow_pages += (added * MAX_ORDER_PAGES) as u64;
-            self.update_sizes();
-        }
-        if need == 0 {
-            added > 0
-        } else {
-            added * MAX_ORDER_PAGES >= need
-        }
-    }
-
-    /// Recomputes watermarks and pcp bounds from the managed pages.
-    fn update_sizes(&mut self) {
-        let zone = self.zone;
-        let managed = self.inner.managed;
-        let w = watermarks(managed);
-        for (i, v) in w.iter().enumerate() {
-            zone.wmark[i].store(*v, Relaxed);
-        }
-        let limit_pages = zone.budget.limit() >> PAGE_SHIFT;
-        let p = pcp_params(
-            managed,
-            limit_pages,
-            zone.nr_cpus.load(Relaxed),
-            zone.high_fraction.load(Relaxed),
-        );
-        zone.batch.store(p.batch, Relaxed);
-        zone.high_min.store(p.high_min, Relaxed);
-        zone.high_max.store(p.high_max, Relaxed);
-        zone.managed_pages.store(managed, Relaxed);
-    }
 }
 
-/// Pages the block headed by `d` spans: `2^order`, or for a trimmed large
-/// block the pages it kept.
-///
-/// # Safety
-/// `d` is a committed descriptor of a block head; the zone lock is held.
-unsafe fn block_pages(d: *mut Page) -> usize {
-    // SAFETY: forwarded contract; a Large head is read through its view.
-    unsafe {
-        if (*d).kind() == PageKind::Large && (*d).flags & flags::TRIMMED != 0 {
-            (*d.cast::<LargeBlock>()).pages as usize
-        } else {
-            1usize << (*d).order
+impl ZoneGuard<'_> {
+    /// Frees the pages `[addr, addr + pages)` as the largest aligned
+    /// power-of-two pieces (the kernel's `free_pages_exact`). `untouched`:
+    /// the pages were never written since they came clean from the zone,
+    /// so they go back clean (and so uncharged).
+    ///
+    /// # Safety
+    /// The range is owned by the caller, inside one online MAX_ORDER block
+    /// of this zone, and its descriptors are all `None`.
+    pub unsafe fn free_range(&mut self, addr: usize, pages: usize, untouched: bool) {
+        use crate::geometry::{MAX_PAGE_ORDER, PAGE_SHIFT, PAGE_SIZE};
+        let end = addr + pages * PAGE_SIZE;
+        let mut a = addr;
+        while a < end {
+            let mut order = ((a >> PAGE_SHIFT).trailing_zeros()).min(MAX_PAGE_ORDER);
+            while a + (PAGE_SIZE << order) > end {
+                order -= 1;
+            }
+            let d = section::desc_of(a);
+            // SAFETY: the piece is ours (contract); it becomes a free block.
+            unsafe {
+                (*d).flags = if untouched {
+                    crate::page::flags::CLEAN
+                } else {
+                    0
+                };
+                (*d).order = order as u8;
+                self.free_one_page(d, order);
+            }
+            a += PAGE_SIZE << order;
         }
     }
 }
 
 impl Drop for ZoneGuard<'_> {
     fn drop(&mut self) {
-        self.zone.free_pages.store(self.inner.free, Relaxed);
+        publish_mirrors(self);
     }
+}
+
+/// Refreshes the lock-free mirrors of the free counts from the locked
+/// state.
+fn publish_mirrors(g: &ZoneGuard<'_>) {
+    g.zone.free_pages.store(g.inner.free, Relaxed);
+    g.zone.dirty_free_pages.store(g.inner.dirty_free(), Relaxed);
 }
 
 /// Page counts found by [`Zone::check_invariants`], by block kind.
@@ -783,6 +556,16 @@ pub struct ZoneWalk {
     pub isolated: usize,
     /// Pages handed out (slabs and large blocks).
     pub used: usize,
+}
+
+/// Which free MAX_ORDER blocks a shrink may take.
+#[derive(Clone, Copy, Debug)]
+pub enum Shrink {
+    /// Every one (reclaim before an allocation fails, trim).
+    All,
+    /// Those already given back to the OS and free for at least this many
+    /// ticks, while more than the high watermark stays free (the tick).
+    Idle(u32),
 }
 
 /// A copy of a zone's state (see [`Zone::snapshot`]).
@@ -804,12 +587,15 @@ pub struct ZoneSnapshot {
     pub below_high: bool,
     /// Pageset batch and high bounds.
     pub pcp: PcpParams,
-    /// The memory limit in bytes.
+    /// The memory limit in bytes (0 when none is set).
     pub memory_limit: usize,
-    /// Bytes charged against the limit (zone plus huge blocks).
+    /// Bytes charged to the budget (zone pages and descriptors, huge
+    /// blocks).
     pub budget_used: usize,
     /// The most bytes ever charged at once.
     pub budget_peak: usize,
+    /// Zone pages charged (handed out since last given back to the OS).
+    pub charged: usize,
     /// Event counters.
     pub counters: ZoneCounters,
     /// Zone lock acquisitions.

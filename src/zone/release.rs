@@ -10,20 +10,25 @@
 //! then smaller blocks, but only while more than `keep_dirty` free pages are
 //! resident: a little warm memory saves page faults on the next burst.
 //!
-//! Free lists are LIFO, so the blocks idle longest are near the tail; the
-//! scan starts there and looks at a bounded number of blocks per list.
+//! Free lists are LIFO, so the blocks idle longest are near the tail —
+//! behind the clean ones, which are kept last; the scan starts there,
+//! walks past blocks with no charged page (nothing resident to give back)
+//! and looks at a bounded number of blocks per list. A released block is
+//! uncharged (see `charge.rs`).
 
 use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{flags, MigrateType, Page, PageKind, MIGRATE_TYPES};
-use crate::section::page_addr;
+use crate::section::{self, page_addr};
 use crate::sys;
 
 use super::Zone;
 
 /// Blocks isolated per lock hold.
 const RELEASE_BATCH: usize = 16;
-/// Blocks looked at per list per lock hold.
+/// Resident blocks looked at per list per lock hold.
 const SCAN_LIMIT: usize = 256;
+/// Blocks with nothing to give back walked past per list per lock hold.
+const SKIP_LIMIT: usize = 4096;
 /// Lock holds per call (bounds one tick's work).
 const MAX_ROUNDS: usize = 256;
 
@@ -41,19 +46,30 @@ impl Zone {
                 let z = &mut *g.inner;
                 let epoch = z.epoch;
                 'orders: for order in (0..=MAX_PAGE_ORDER).rev() {
-                    if order < PAGEBLOCK_ORDER && z.free - z.clean_free <= keep_dirty {
+                    if order < PAGEBLOCK_ORDER && z.dirty_free() <= keep_dirty {
                         break;
                     }
                     for mt in 0..MIGRATE_TYPES {
                         let mut p = z.free_area[order as usize][mt].last();
-                        let mut scanned = 0;
-                        while !p.is_null() && scanned < SCAN_LIMIT {
-                            scanned += 1;
+                        let (mut scanned, mut skipped) = (0, 0);
+                        while !p.is_null() && scanned < SCAN_LIMIT && skipped < SKIP_LIMIT {
                             // SAFETY: p is on our free list; lock held.
                             let prev = unsafe { (*p).prev };
                             // SAFETY: as above.
                             let (fl, since) = unsafe { ((*p).flags, (*p).free_epoch) };
-                            if fl & flags::CLEAN == 0 && epoch.wrapping_sub(since) >= idle_ticks {
+                            // Clean blocks sit at the tail (see add_free):
+                            // walk past them cheaply to the resident ones.
+                            // SAFETY: a free block of ours; lock held.
+                            let resident = fl & flags::CLEAN == 0
+                                && unsafe { section::count_charged_fast(page_addr(p), 1 << order) }
+                                    > 0;
+                            if !resident {
+                                skipped += 1;
+                                p = prev;
+                                continue;
+                            }
+                            scanned += 1;
+                            if epoch.wrapping_sub(since) >= idle_ticks {
                                 // SAFETY: as above; the block leaves the
                                 // free lists and is ours until put back.
                                 unsafe {
@@ -80,8 +96,11 @@ impl Zone {
                 released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
             }
             let mut g = self.lock();
-            let z = &mut *g.inner;
             for (i, &(p, order, mt)) in batch[..n].iter().enumerate() {
+                if released[i] {
+                    g.uncharge_range(page_addr(p), 1 << order);
+                }
+                let z = &mut *g.inner;
                 // SAFETY: p is the isolated block we took above.
                 unsafe {
                     (*p).flags = if released[i] { flags::CLEAN } else { 0 };

@@ -45,11 +45,13 @@ int main(int argc, char **argv) {
         }
         CHECK(n >= 40 && n <= 64);
         for (int i = 0; i < n; i++) free(v[i]);
-        for (int i = 0; i < n; i++) {
+        /* All but one again: the frees may start the allocator's
+         * maintenance thread, whose start allocates a few KiB. */
+        for (int i = 0; i < n - 1; i++) {
             v[i] = malloc(1 << 20);
             CHECK(v[i]);
         }
-        for (int i = 0; i < n; i++) free(v[i]);
+        for (int i = 0; i < n - 1; i++) free(v[i]);
         printf("limit reached after %d MiB\n", n);
     } else if (eq(c, "calloc_overflow")) {
         errno = 0;
@@ -74,7 +76,9 @@ int main(int argc, char **argv) {
         CHECK(aligned_alloc(0, 10) == NULL && errno == EINVAL);
         errno = 0;
         CHECK(memalign(SIZE_MAX, 10) == NULL && errno == EINVAL);
-        CHECK(posix_memalign(&p, 1ul << 40, 10) == ENOMEM && p == (void *)0x1234);
+        /* An alignment the address space cannot hold. (1 TiB can be held:
+         * only the aligned block is backed by memory.) */
+        CHECK(posix_memalign(&p, 1ul << 62, 10) == ENOMEM && p == (void *)0x1234);
     } else if (eq(c, "free_null_and_malloc0")) {
         free(NULL);
         void *a = malloc(0), *b = malloc(0);

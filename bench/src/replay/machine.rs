@@ -131,6 +131,7 @@ impl Machine {
         let pa = Box::new(PageAllocator::new());
         pa.zone.configure(&ZoneConfig {
             memory_limit: setup.memory,
+            size: setup.memory,
             nr_cpus: setup.cpus,
             high_fraction: 0,
             steal: StealRules::SEED_004,

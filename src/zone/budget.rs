@@ -1,0 +1,226 @@
+//! The memory budget: what the allocator has mapped, against a limit.
+//!
+//! One budget covers everything the allocator maps for memory it hands
+//! out: the zone's MAX_ORDER blocks *with their page descriptors*, and
+//! each huge block (live or cached) with its header and descriptor page.
+//! Not counted: the section headers (one page per 256 MiB section), the
+//! thread heaps and pagesets (a few KiB each, see `meta.rs`) and the chunk
+//! map — fixed overheads that do not grow with what the program
+//! allocates.
+//!
+//! There are two kinds of limit. A user-set limit (`PCPALLOC_MEMORY_LIMIT`)
+//! is a wall: the budget never goes past it, and before a request fails
+//! the runtime reclaims (see `runtime/reclaim.rs`). Without one the budget
+//! has no wall of its own — only the OS (mmap failing) and the cgroup limit
+//! it enforces on resident memory stop growth, exactly as for glibc — but
+//! it keeps a *size* (the cgroup limit or the machine's RAM) that the
+//! kernel's formulas work from: pageset batch and high bounds, the huge
+//! cache's share.
+//!
+//! Bytes are taken with [`Budget::charge`], which returns a [`Charge`]:
+//! dropped, it gives the bytes back, so a failure path undoes exactly what
+//! it took; [`Charge::keep`] hands them to the mapping that now holds them,
+//! which gives them back with [`Budget::uncharge`] when it goes. Those two
+//! are the only places the counter moves.
+//!
+//! Invariant: `0 ≤ used ≤ limit` at every moment (`used` never wraps: an
+//! uncharge of more than is charged is a bug, caught by a debug assertion
+//! and, in release builds, saturated at zero).
+
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use crate::geometry::{MAX_ORDER_PAGES, PAGE_DESC_SIZE};
+
+/// What one online MAX_ORDER block costs the budget by itself: its page
+/// descriptors (its pages are charged as they are handed out, see
+/// `charge.rs`).
+pub const BLOCK_COST: usize = MAX_ORDER_PAGES * PAGE_DESC_SIZE;
+
+/// No wall: the limit when the user set none.
+pub const NO_LIMIT: usize = usize::MAX;
+
+/// See the module docs.
+pub struct Budget {
+    /// The wall in bytes, or [`NO_LIMIT`].
+    limit: AtomicUsize,
+    /// The memory the zone's formulas are sized from, in bytes.
+    size: AtomicUsize,
+    /// Bytes charged now.
+    used: AtomicUsize,
+    /// The most `used` has been.
+    peak: AtomicUsize,
+}
+
+/// Bytes taken from a [`Budget`]; given back when dropped unless kept.
+#[must_use = "a charge dropped at once gives its bytes straight back"]
+pub struct Charge<'a> {
+    budget: &'a Budget,
+    bytes: usize,
+}
+
+impl Charge<'_> {
+    /// The mapping now holds the bytes: they stay charged until it gives
+    /// them back with [`Budget::uncharge`].
+    #[inline]
+    pub fn keep(self) {
+        core::mem::forget(self);
+    }
+
+    /// The mapping holds only `bytes` of the charge: those stay charged,
+    /// the rest goes back now.
+    pub fn keep_part(self, bytes: usize) {
+        debug_assert!(bytes <= self.bytes);
+        let rest = self.bytes - bytes.min(self.bytes);
+        let budget = self.budget;
+        self.keep();
+        if rest > 0 {
+            budget.uncharge(rest);
+        }
+    }
+
+    /// Bytes charged.
+    #[inline]
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Charge<'_> {
+    fn drop(&mut self) {
+        self.budget.uncharge(self.bytes);
+    }
+}
+
+impl Budget {
+    /// A budget with no limit and no size yet.
+    pub const fn new() -> Budget {
+        Budget {
+            limit: AtomicUsize::new(NO_LIMIT),
+            size: AtomicUsize::new(0),
+            used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// Sets the wall (`NO_LIMIT` for none) and the size the formulas use.
+    pub fn configure(&self, limit: usize, size: usize) {
+        self.limit.store(limit, Relaxed);
+        self.size.store(size, Relaxed);
+    }
+
+    /// Takes `bytes` if they fit under the limit. The one place the
+    /// counter grows.
+    pub fn charge(&self, bytes: usize) -> Option<Charge<'_>> {
+        let limit = self.limit.load(Relaxed);
+        let mut used = self.used.load(Relaxed);
+        loop {
+            let next = used.checked_add(bytes).filter(|&n| n <= limit)?;
+            match self
+                .used
+                .compare_exchange_weak(used, next, Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    if next > self.peak.load(Relaxed) {
+                        self.peak.fetch_max(next, Relaxed);
+                    }
+                    return Some(Charge {
+                        budget: self,
+                        bytes,
+                    });
+                }
+                Err(u) => used = u,
+            }
+        }
+    }
+
+    /// Gives back `bytes` that a mapping held (see [`Charge::keep`]). The
+    /// one place the counter shrinks.
+    pub fn uncharge(&self, bytes: usize) {
+        let mut used = self.used.load(Relaxed);
+        loop {
+            debug_assert!(used >= bytes, "budget: uncharging {bytes} of {used} bytes");
+            let next = used.saturating_sub(bytes);
+            match self
+                .used
+                .compare_exchange_weak(used, next, Relaxed, Relaxed)
+            {
+                Ok(_) => return,
+                Err(u) => used = u,
+            }
+        }
+    }
+
+    /// Bytes charged now.
+    pub fn used(&self) -> usize {
+        self.used.load(Relaxed)
+    }
+
+    /// The most bytes charged at once so far.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Relaxed)
+    }
+
+    /// The wall in bytes ([`NO_LIMIT`] when the user set none).
+    pub fn limit(&self) -> usize {
+        self.limit.load(Relaxed)
+    }
+
+    /// Whether the user set a wall.
+    pub fn has_limit(&self) -> bool {
+        self.limit() != NO_LIMIT
+    }
+
+    /// The memory the formulas are sized from: the wall if there is one,
+    /// else the cgroup limit or the machine's RAM.
+    pub fn size(&self) -> usize {
+        let s = self.size.load(Relaxed);
+        if s == 0 {
+            self.limit().min(1 << 40)
+        } else {
+            s
+        }
+    }
+
+    /// Forgets every charge (a test zone being destroyed).
+    pub(super) fn reset(&self) {
+        self.used.store(0, Relaxed);
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_stay_within_the_limit_and_undo_on_drop() {
+        let b = Budget::new();
+        b.configure(100, 100);
+        let c = b.charge(60).unwrap();
+        assert!(b.charge(41).is_none());
+        assert_eq!(b.used(), 60);
+        drop(c);
+        assert_eq!(b.used(), 0);
+        b.charge(100).unwrap().keep();
+        assert_eq!(b.used(), 100);
+        assert!(b.charge(1).is_none());
+        b.uncharge(100);
+        assert_eq!(b.used(), 0);
+        assert_eq!(b.peak(), 100);
+        assert!(b.charge(usize::MAX).is_none());
+    }
+
+    #[test]
+    fn no_limit_is_no_wall() {
+        let b = Budget::new();
+        b.configure(NO_LIMIT, 1 << 30);
+        b.charge(1 << 50).unwrap().keep();
+        assert!(!b.has_limit());
+        assert_eq!(b.size(), 1 << 30);
+    }
+}
