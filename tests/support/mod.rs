@@ -17,9 +17,17 @@ fn target_dir() -> PathBuf {
 
 /// Builds libpcpalloc.so (release) into its own target directory — cargo
 /// holds the lock on the main one while tests run — and returns its path.
+/// With PCPTEST_LIB=/path/to/libpcpalloc.so set, uses that library
+/// instead and builds nothing (e.g. to run the tests against an older
+/// build).
 pub fn preload_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
+        if let Some(lib) = std::env::var_os("PCPTEST_LIB").filter(|v| !v.is_empty()) {
+            let lib = PathBuf::from(lib);
+            assert!(lib.exists(), "PCPTEST_LIB={} does not exist", lib.display());
+            return std::fs::canonicalize(&lib).unwrap_or(lib);
+        }
         let dir = target_dir().join("preload");
         let status = Command::new(env!("CARGO"))
             .args([
@@ -134,4 +142,142 @@ pub fn tempdir(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+// Runs with a time limit, for the tests of issues 16 and 17.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// A finished (or killed) run of a test program.
+pub struct Run {
+    pub out: std::process::Output,
+    pub timed_out: bool,
+    pub secs: f64,
+    pub what: String,
+}
+
+impl Run {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    /// What happened, for a failure message: hang, signal or exit status,
+    /// then the output.
+    pub fn describe(&self) -> String {
+        let how = if self.timed_out {
+            format!("HANG: killed after {:.0} s", self.secs)
+        } else if let Some(sig) = self.out.status.signal() {
+            let name = match sig {
+                libc::SIGSEGV => "SIGSEGV".to_string(),
+                libc::SIGABRT => "SIGABRT".to_string(),
+                libc::SIGBUS => "SIGBUS".to_string(),
+                libc::SIGKILL => "SIGKILL".to_string(),
+                s => format!("signal {s}"),
+            };
+            format!("killed by {name} after {:.1} s", self.secs)
+        } else {
+            format!("exit {:?} after {:.1} s", self.out.status.code(), self.secs)
+        };
+        format!("{}: {how}\n{}", self.what, text(&self.out))
+    }
+    /// Asserts a normal exit with status 0 within the time limit.
+    #[track_caller]
+    pub fn assert_ok(&self) -> &Self {
+        assert!(
+            !self.timed_out && self.out.status.success(),
+            "{}",
+            self.describe()
+        );
+        self
+    }
+    /// Asserts success and that stdout holds `needle`.
+    #[track_caller]
+    pub fn assert_says(&self, needle: &str) -> &Self {
+        self.assert_ok();
+        assert!(self.stdout().contains(needle), "{}", self.describe());
+        self
+    }
+}
+
+/// Runs `cmd` (its own process group, stdin closed, output captured) for
+/// at most `limit`; past it the whole group is killed with SIGKILL and the
+/// run counts as a hang.
+pub fn run_for(cmd: &mut Command, limit: Duration) -> Run {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let what = format!("{cmd:?}");
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let pid = child.id() as i32;
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let ro = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = so.read_to_end(&mut v);
+        v
+    });
+    let re = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = se.read_to_end(&mut v);
+        v
+    });
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            timed_out = true;
+            // SAFETY: kill(2) on the process group this function created.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Children of the program may still hold the pipes: kill the group.
+    // SAFETY: as above.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let secs = start.elapsed().as_secs_f64();
+    Run {
+        out: std::process::Output {
+            status,
+            stdout: ro.join().unwrap(),
+            stderr: re.join().unwrap(),
+        },
+        timed_out,
+        secs,
+        what,
+    }
+}
+
+/// The time limit of a program that takes well under a second on glibc.
+pub const QUICK: Duration = Duration::from_secs(30);
+/// The time limit of a program that runs for seconds by design.
+pub const LONG: Duration = Duration::from_secs(60);
+
+/// The program on glibc (no LD_PRELOAD), as the reference.
+pub fn on_glibc(name: &str, args: &[&str]) -> Run {
+    let mut c = Command::new(c_program(name));
+    c.args(args).env_remove("LD_PRELOAD");
+    run_for(&mut c, QUICK)
+}
+
+/// The program under LD_PRELOAD=libpcpalloc.so with `env` set.
+pub fn on_pcpalloc(name: &str, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+    let mut c = preloaded(c_program(name));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run_for(&mut c, limit)
 }
