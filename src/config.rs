@@ -19,7 +19,8 @@
 //! program built with one configuration can still be tuned without a
 //! rebuild; a setuid or setgid program reads no environment.
 
-use crate::tunables::{self, Heuristics as Bits, PcpMode, Preset};
+use crate::page_alloc::knobs::Heuristics as Bits;
+use crate::runtime::settings::{self, PcpMode, Preset};
 
 /// Where the per-CPU page caches (pagesets) live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -109,7 +110,7 @@ impl Config {
 
     /// The settings, for the runtime.
     pub(crate) fn apply(&self) {
-        tunables::apply_preset(&self.preset);
+        settings::apply_preset(&self.preset);
     }
 }
 

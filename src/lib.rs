@@ -71,8 +71,7 @@ mod maint;
 mod malloc;
 mod meta;
 mod page;
-mod pages;
-mod pcp;
+mod page_alloc;
 mod report;
 mod runtime;
 mod section;
@@ -81,9 +80,7 @@ mod stats_report;
 mod sync;
 mod sys;
 mod trace;
-mod tunables;
 mod util;
-mod zone;
 
 pub use config::{Config, Heuristics, Pagesets};
 pub use global::PcpAlloc;
@@ -112,11 +109,11 @@ pub fn trim() -> usize {
 /// The types of a stats snapshot.
 pub mod stats {
     pub use crate::large::huge::HugeUsage;
-    pub use crate::pcp::{tune::PcpState, PcpCounters};
+    pub use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
+    pub use crate::page_alloc::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
     pub use crate::stats_report::{
         Bytes, PagesetStats, ReclaimCounters, Stats, MAX_REPORTED_PAGESETS,
     };
-    pub use crate::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
 }
 
 /// What the tests, the benchmarks and the replay use of the insides. Not
@@ -141,8 +138,11 @@ pub mod internals {
         };
     }
     pub use crate::page::{LargeBlock, MigrateType, Page, PageKind, PageList};
-    pub use crate::pages::{PageAllocator, Pages};
-    pub use crate::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
+    pub use crate::page_alloc::knobs::{FreeCountMode, FreeHighThreshold, Heuristics, Knobs};
+    pub use crate::page_alloc::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
+    pub use crate::page_alloc::zone::{Shrink, StealRules, Zone, ZoneConfig, ZoneWalk, NO_LIMIT};
+    pub use crate::page_alloc::{PageAllocator, Pages};
+    pub use crate::runtime::settings::{PcpMode, SETTINGS, TUNABLES};
     pub use crate::runtime::tick::{background_running, pause, tick};
     pub use crate::runtime::{
         check_invariants, check_invariants_quiescent, ensure_init, print_stats, report_to,
@@ -153,10 +153,6 @@ pub mod internals {
     pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
     pub use crate::stats_report::{contention_percent, count_cxx, CxxCall};
     pub use crate::sys::{current_cpu, inject_map_failures};
-    pub use crate::tunables::{
-        FreeCountMode, FreeHighThreshold, Heuristics, Knobs, PcpMode, SETTINGS, TUNABLES,
-    };
-    pub use crate::zone::{Shrink, StealRules, Zone, ZoneConfig, ZoneWalk, NO_LIMIT};
 
     use crate::page::LargeBlock as Block;
     use crate::runtime::{self, PAGES};

@@ -13,11 +13,11 @@
 //! stayed given back for two more offline.
 
 use crate::large::huge::HugeBlocks;
-use crate::pages::PageAllocator;
-use crate::pcp::Pageset;
+use crate::page_alloc::pcp::Pageset;
+use crate::page_alloc::zone::watermark::WMARK_HIGH;
+use crate::page_alloc::zone::Shrink;
+use crate::page_alloc::PageAllocator;
 use crate::slab::HeapRegistry;
-use crate::zone::watermark::WMARK_HIGH;
-use crate::zone::Shrink;
 
 /// Ticks a whole free block stays given back to the OS before it goes
 /// offline too (its address space and commit charge back).

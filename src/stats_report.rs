@@ -9,13 +9,13 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crate::geometry::{NR_PAGE_ORDERS, PAGE_SIZE};
 use crate::large::huge::{HugeBlocks, HugeUsage};
 use crate::page::{MigrateType, MIGRATE_TYPES};
-use crate::pages::PageAllocator;
-use crate::pcp::{tune::PcpState, PcpCounters};
+use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
+use crate::page_alloc::zone::ZoneSnapshot;
+use crate::page_alloc::PageAllocator;
+use crate::runtime::settings::SETTINGS;
 use crate::slab::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
 use crate::slab::HeapRegistry;
-use crate::tunables::SETTINGS;
 use crate::util::buf::FixedBuf;
-use crate::zone::ZoneSnapshot;
 
 /// Calls to C++'s operators through `libpcpalloc.so`, counted while the
 /// report at exit is on (so a test can see that they reach us).

@@ -232,6 +232,6 @@ fn src_modules_form_no_cycle() {
     // The graph is not empty: the test reads what it should.
     assert!(edges.get("malloc").is_some_and(|e| e.contains("runtime")));
     assert!(edges
-        .get("zone::fallback")
-        .is_some_and(|e| e.contains("zone::buddy")));
+        .get("page_alloc::zone::fallback")
+        .is_some_and(|e| e.contains("page_alloc::zone::buddy")));
 }

@@ -36,10 +36,10 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_META_BYTES, SECTION_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
+use crate::page_alloc::zone::Budget;
 use crate::section::{self, page_addr};
 use crate::sync::Locked;
 use crate::sys;
-use crate::zone::Budget;
 
 /// Blocks the cache can hold.
 const CACHE_SLOTS: usize = 16;

@@ -19,7 +19,7 @@ use core::sync::atomic::Ordering::Acquire;
 
 use crate::geometry::{LARGE_MAX, MAX_PAGE_ORDER, PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT, PAGE_SIZE};
 use crate::page::{flags, LargeBlock, MigrateType, Page, PageKind};
-use crate::pages::Pages;
+use crate::page_alloc::Pages;
 use crate::report;
 use crate::section::page_addr;
 use crate::util::order_for_pages;

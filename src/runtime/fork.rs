@@ -10,8 +10,8 @@
 //! is next needed.
 
 use crate::meta;
+use crate::runtime::settings::{PcpMode, SETTINGS};
 use crate::sync;
-use crate::tunables::{PcpMode, SETTINGS};
 
 use super::process::{self, HEAPS, HUGE, PAGES};
 use super::{late, record, tick, tls};

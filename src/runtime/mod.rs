@@ -18,7 +18,8 @@
 //! - `fork.rs`: the fork handlers and the list of every lock;
 //! - `report.rs`: the counters and the invariant checks;
 //! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
-//! - `files.rs`: the files written per process (report, trace).
+//! - `files.rs`: the files written per process (report, trace);
+//! - `settings.rs`: the `PCPALLOC_*` variables.
 
 pub mod files;
 pub mod fork;
@@ -29,6 +30,7 @@ pub mod process;
 pub mod reclaim;
 pub mod record;
 pub mod report;
+pub mod settings;
 pub mod thread;
 pub mod tick;
 pub mod tls;

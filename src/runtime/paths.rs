@@ -9,8 +9,8 @@ use crate::slab::classes::CLASS_SIZE;
 use crate::slab::{self, Freed, Heap, Slab};
 use crate::trace::Op;
 
+use crate::page_alloc::zone::Shrink;
 use crate::sys;
-use crate::zone::Shrink;
 
 use super::process::pages_of;
 use super::process::{self, HEAPS, HUGE, PAGES};
@@ -66,7 +66,7 @@ fn refill(h: *mut Heap, class: usize) -> *mut u8 {
 /// # Safety
 /// `h` is the calling thread's heap.
 #[inline]
-unsafe fn collect_if_asked(h: *mut Heap, pages: &crate::pages::Pages<'_>) {
+unsafe fn collect_if_asked(h: *mut Heap, pages: &crate::page_alloc::Pages<'_>) {
     let e = reclaim::epoch();
     // SAFETY: forwarded contract.
     unsafe {

@@ -3,7 +3,7 @@
 //! initialisation from the environment.
 //!
 //! Everything is a const-initialised static; [`ensure_init`] fills in what
-//! needs the environment (tunables, memory limit, CPUs, cache size) on the
+//! needs the environment (settings, memory limit, CPUs, cache size) on the
 //! first allocation. Initialisation calls nothing that allocates, so it
 //! cannot recurse; a recursive call (should a libc function allocate
 //! inside it anyway) fails cleanly instead of deadlocking. Other threads
@@ -13,13 +13,13 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering:
 
 use crate::geometry::{MAX_SECTIONS, PAGE_SIZE, SECTION_SIZE};
 use crate::large::huge::HugeBlocks;
-use crate::pages::{PageAllocator, Pages};
-use crate::pcp::tune;
+use crate::page_alloc::pcp::tune;
+use crate::page_alloc::zone::{StealRules, ZoneConfig, NO_LIMIT};
+use crate::page_alloc::{PageAllocator, Pages};
 use crate::report;
+use crate::runtime::settings::{self, PcpMode, SETTINGS};
 use crate::slab::{Heap, HeapRegistry};
 use crate::sys;
-use crate::tunables::{self, PcpMode, SETTINGS};
-use crate::zone::{StealRules, ZoneConfig, NO_LIMIT};
 
 /// The allocator's page allocator: its zone and pagesets.
 pub static PAGES: PageAllocator = PageAllocator::new();
@@ -135,7 +135,7 @@ fn init() -> bool {
         report::warn("unsupported page size (pcpalloc needs 4 KiB pages); allocations will fail");
         return false;
     }
-    tunables::load_from_env();
+    settings::load_from_env();
     // A user-set limit is a wall; without one the OS and the cgroup limit
     // the heap, and the formulas are sized from the cgroup's limit or the
     // machine's RAM.
@@ -163,7 +163,7 @@ fn init() -> bool {
             StealRules::BASELINE
         },
     });
-    PAGES.set_knobs(tunables::env_knobs());
+    PAGES.set_knobs(settings::env_knobs());
     let batch = PAGES.zone.pcp_params().batch;
     let fhb = sys::llc_slice_bytes(0).is_some_and(|s| tune::free_high_batch(s, batch));
     if !PAGES.pagesets.init_cpu_sets(sys::nr_cpus_possible(), fhb) {

@@ -23,9 +23,9 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
+use crate::page_alloc::zone::Shrink;
 use crate::slab::Heap;
 use crate::stats_report::ReclaimCounters;
-use crate::zone::Shrink;
 
 use super::process::{pages_of, HEAPS, HUGE, PAGES};
 

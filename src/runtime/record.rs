@@ -15,10 +15,10 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 
+use crate::runtime::settings::SETTINGS;
 use crate::slab::{Heap, HeapRegistry};
 use crate::sys;
 use crate::trace::{self, Buffer, Event, Op};
-use crate::tunables::SETTINGS;
 
 use super::files::{self, PidIn};
 

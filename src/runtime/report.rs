@@ -6,7 +6,6 @@ use core::fmt::{self, Write};
 use crate::slab;
 use crate::stats_report::{ChunkWriter, Parts, Stats};
 use crate::sys;
-use crate::tunables;
 
 use super::process::{HEAPS, HUGE, PAGES};
 use super::tick;
@@ -27,7 +26,7 @@ pub fn stats() -> Stats {
 /// as the environment would give it), then the counters (`name value`).
 pub fn write_report(w: &mut dyn Write) -> fmt::Result {
     writeln!(w, "pcpalloc_version {}", env!("CARGO_PKG_VERSION"))?;
-    tunables::write_settings(w, &PAGES.knobs())?;
+    super::settings::write_settings(w, &PAGES.knobs())?;
     stats().write_text(w)
 }
 
@@ -46,7 +45,7 @@ pub fn print_stats(fd: i32) {
 /// Every invariant check that holds at any moment: the zone's free lists
 /// and descriptors, and every pageset's lists (each under its lock).
 /// Panics on a broken invariant; returns the zone walk.
-pub fn check_invariants() -> crate::zone::ZoneWalk {
+pub fn check_invariants() -> crate::page_alloc::zone::ZoneWalk {
     PAGES.pagesets.for_each(|ps| {
         ps.check();
     });

@@ -4,8 +4,8 @@
 
 use core::sync::atomic::{AtomicU8, Ordering::*};
 
+use crate::runtime::settings::SETTINGS;
 use crate::slab::{self, Heap};
-use crate::tunables::SETTINGS;
 
 use super::files::{self, PidIn};
 use super::process::{self, pages_of, HEAPS, PAGES};

@@ -14,9 +14,9 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
 use crate::maint::{self, TickWork};
+use crate::runtime::settings::SETTINGS;
 use crate::sync::{Guard, Locked};
 use crate::sys;
-use crate::tunables::SETTINGS;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
 
@@ -150,16 +150,22 @@ pub fn after_thread_exit() {
         }
     }
     tick_if_due();
-    let keep = PAGES.zone.wmark(crate::zone::watermark::WMARK_HIGH) * crate::geometry::PAGE_SIZE;
+    let keep = PAGES
+        .zone
+        .wmark(crate::page_alloc::zone::watermark::WMARK_HIGH)
+        * crate::geometry::PAGE_SIZE;
     if waiting_bytes() >= keep + WAITING_MIN_BYTES {
         let _running = TICK_LOCK.lock();
         let everywhere = PAGES.through(core::ptr::null(), false);
         HEAPS.collect_abandoned(&everywhere);
         PAGES.drain_all();
         HUGE.trim(&PAGES.zone.budget);
-        PAGES
-            .zone
-            .release_idle(0, PAGES.zone.wmark(crate::zone::watermark::WMARK_HIGH));
+        PAGES.zone.release_idle(
+            0,
+            PAGES
+                .zone
+                .wmark(crate::page_alloc::zone::watermark::WMARK_HIGH),
+        );
     }
 }
 

@@ -10,7 +10,7 @@
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
-use crate::pages::Pages;
+use crate::page_alloc::Pages;
 use crate::report;
 use crate::section::desc_of;
 

@@ -61,8 +61,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
 use crate::geometry::{NR_PCP_ORDERS, PAGE_SIZE};
 use crate::page::{flags, LargeBlock, MigrateType, PageKind, PageList};
-use crate::pages::Pages;
-use crate::pcp::Pageset;
+use crate::page_alloc::pcp::Pageset;
+use crate::page_alloc::Pages;
 use crate::section::{desc_of, page_addr};
 use crate::sync::bump;
 use crate::trace::Buffer;

@@ -13,7 +13,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
 
 use crate::meta;
-use crate::pages::Pages;
+use crate::page_alloc::Pages;
 use crate::sync::Locked;
 
 use super::heap::{Heap, EMPTY_HEAP, HEAP_ABANDONED, HEAP_ACTIVE, HEAP_LOST};

@@ -41,8 +41,8 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::geometry::PAGE_SIZE;
 use crate::page::PageKind;
+use crate::page_alloc::zone::Zone;
 use crate::section::desc_of;
-use crate::zone::Zone;
 
 /// Checks every slab of `zone`: its descriptor fields, the equation
 /// `used + on free list = carved` (`used` counting live objects, objects

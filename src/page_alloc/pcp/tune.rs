@@ -9,8 +9,8 @@
 //! the requested order (the kernel's `rmqueue_bulk` count).
 
 use crate::geometry::PAGE_ALLOC_COSTLY_ORDER;
-use crate::tunables::{heuristic::*, FreeCountMode, FreeHighThreshold, Knobs};
-use crate::zone::watermark::PcpParams;
+use crate::page_alloc::knobs::{heuristic::*, FreeCountMode, FreeHighThreshold, Knobs};
+use crate::page_alloc::zone::watermark::PcpParams;
 
 /// Flag: the previous free on this pageset was of order 1..=3 (patch 1).
 pub const PCPF_PREV_FREE_HIGH_ORDER: u8 = 1 << 0;
@@ -301,7 +301,7 @@ pub fn free_high_batch(slice_bytes: u64, batch: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tunables::Heuristics;
+    use crate::page_alloc::knobs::Heuristics;
 
     const P: PcpParams = PcpParams {
         batch: 63,

@@ -20,8 +20,8 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
 use crate::meta;
+use crate::page_alloc::zone::Zone;
 use crate::sync::Locked;
-use crate::zone::Zone;
 
 use super::pageset::Pageset;
 

@@ -17,10 +17,10 @@ use crate::geometry::{NR_PCP_ORDERS, PAGE_ALLOC_COSTLY_ORDER};
 use crate::page::{
     order_to_pindex, pindex_to_order, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES,
 };
+use crate::page_alloc::knobs::{heuristic, Knobs};
+use crate::page_alloc::zone::Zone;
 use crate::section::{self, page_addr};
 use crate::sync::{BiasedLock, Entry};
-use crate::tunables::{heuristic, Knobs};
-use crate::zone::Zone;
 
 use super::tune::{self, PcpState, PCPF_FREE_HIGH_BATCH};
 

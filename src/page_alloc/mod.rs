@@ -12,14 +12,18 @@
 //! is drained to the zone and the allocation retried once — the kernel's
 //! drain_all_pages before reclaim — before failing.
 
+pub mod knobs;
+pub mod pcp;
+pub mod zone;
+
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::geometry::{MAX_PAGE_ORDER, PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT};
 use crate::page::{MigrateType, Page};
-use crate::pcp::{Pageset, PagesetPool};
 use crate::sys;
-use crate::tunables::Knobs;
-use crate::zone::Zone;
+use knobs::Knobs;
+use pcp::{Pageset, PagesetPool};
+use zone::Zone;
 
 /// A zone and its pagesets, with the heuristics' knobs in force.
 pub struct PageAllocator {
