@@ -129,7 +129,7 @@ pub mod internals {
     }
     /// Large blocks, driven as values (the replay).
     pub mod large {
-        pub use crate::large::{alloc, free, order_for, usable_size};
+        pub use crate::large::{alloc, free, pages_for, usable_size};
     }
     /// The trace format (`PCPALLOC_TRACE`).
     pub mod trace {

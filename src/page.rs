@@ -16,7 +16,7 @@
 //! | kind                   | view                    | the word         | bytes 32..64 |
 //! |------------------------|-------------------------|------------------|--------------|
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
-//! | `Large`/`Cached`/`Huge`  | [`LargeBlock`]        | `pages`          | `len` (huge) |
+//! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge) |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
 //! | `SlabTail`             | [`Page`]                | -                | -            |
 //!
@@ -59,6 +59,9 @@ pub enum PageKind {
     Huge = 8,
     /// Head of a freed huge block kept for reuse in the huge-block cache.
     HugeCached = 9,
+    /// Head of an exact-size large block cached on a pageset's list of its
+    /// class (see `page_alloc/pcp/large.rs`); its `pages` say how long.
+    PcpLarge = 10,
 }
 
 impl PageKind {
@@ -75,6 +78,7 @@ impl PageKind {
             7 => PageKind::Cached,
             8 => PageKind::Huge,
             9 => PageKind::HugeCached,
+            10 => PageKind::PcpLarge,
             _ => PageKind::None,
         }
     }
@@ -89,6 +93,7 @@ impl PageKind {
                 | PageKind::Isolated
                 | PageKind::Cached
                 | PageKind::HugeCached
+                | PageKind::PcpLarge
         )
     }
 }
@@ -143,9 +148,9 @@ pub mod flags {
     /// OS, or given back with madvise. Cleared as soon as it is handed out
     /// and written (the allocator's caller owns it then).
     pub const CLEAN: u8 = 1 << 0;
-    /// Large: the tail of the power-of-two block past `pages` went back to
-    /// the buddy (alloc_pages_exact); the freed range is `pages` pages.
-    pub const TRIMMED: u8 = 1 << 2;
+    /// Large: an exact block of `pages` pages (not a power-of-two block of
+    /// its order), freed as those pages.
+    pub const EXACT: u8 = 1 << 2;
     /// Huge: a block aligned to a section or more, whose descriptor sits
     /// in the page just before it rather than in a section's descriptor
     /// area (see `section::create_giant`).
@@ -236,10 +241,10 @@ pub struct LargeBlock {
     /// Buddy order of the block (Large, Cached); 0 for huge blocks.
     pub order: u8,
     _migratetype: u8,
-    /// `flags` bits: TRIMMED, CLEAN.
+    /// `flags` bits: EXACT, CLEAN.
     pub flags: u8,
-    /// Pages the caller may use (its usable size is this × 4 KiB); for a
-    /// TRIMMED block also the range freed with it.
+    /// Pages the caller may use (its usable size is this × 4 KiB); for an
+    /// EXACT block also the range freed with it.
     pub pages: u32,
     /// Huge blocks: the list of every huge block (see `large/huge.rs`).
     pub next: *mut LargeBlock,
@@ -265,8 +270,8 @@ const _: () = {
 
 impl LargeBlock {
     /// Makes the block headed by `head` a live large block of `order` whose
-    /// caller may use `pages` pages (`flags`: TRIMMED when the tail past
-    /// them went back). The one place a block becomes `Large`.
+    /// caller may use `pages` pages (`flags`: EXACT for a block freed as
+    /// its pages). The one place a block becomes `Large`.
     ///
     /// # Safety
     /// The caller owns the block (fresh from the page allocator, or taken

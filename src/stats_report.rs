@@ -205,6 +205,12 @@ impl Stats {
             t.decayed += c.decayed;
             t.refill_max = t.refill_max.max(c.refill_max);
             t.drain_max = t.drain_max.max(c.drain_max);
+            t.large_alloc += c.large_alloc;
+            t.large_hits += c.large_hits;
+            t.large_refill_pages += c.large_refill_pages;
+            t.large_drained_pages += c.large_drained_pages;
+            t.large_free_high += c.large_free_high;
+            t.large_count += c.large_count;
             s.pcp_count += st.count.max(0) as u64;
             s.pcp_lock_busy += busy;
             if c.pgalloc + c.pgfree > 0 && n < MAX_REPORTED_PAGESETS {
@@ -317,6 +323,7 @@ impl Stats {
             "below_high_clear" => c.below_high_clear,
             "drain_all" => c.drain_all,
             "charge_fail" => c.charge_fail,
+            "exact_runs" => c.exact_runs,
             "zone_shrink" => c.shrink_events,
             "zone_shrink_pages" => c.shrink_pages,
             "pcp_bulk_max" => c.bulk_max,
@@ -339,6 +346,12 @@ impl Stats {
             "pcp_decayed" => t.decayed,
             "pcp_refill_max" => t.refill_max,
             "pcp_drain_max" => t.drain_max,
+            "pcp_large_alloc" => t.large_alloc,
+            "pcp_large_hits" => t.large_hits,
+            "pcp_large_refill_pages" => t.large_refill_pages,
+            "pcp_large_drained_pages" => t.large_drained_pages,
+            "pcp_large_free_high" => t.large_free_high,
+            "pcp_large_pages" => t.large_count,
             "pcp_lock_busy" => self.pcp_lock_busy,
             "nr_pagesets" => self.nr_pagesets,
         }
@@ -356,6 +369,8 @@ impl Stats {
             writeln!(w, "pageset{i}_pgalloc {}", p.counters.pgalloc)?;
             writeln!(w, "pageset{i}_pgfree {}", p.counters.pgfree)?;
             writeln!(w, "pageset{i}_lock_busy {}", p.lock_busy)?;
+            writeln!(w, "pageset{i}_large_count {}", p.counters.large_count)?;
+            writeln!(w, "pageset{i}_large_high {}", p.counters.large_high)?;
         }
         kv! {
             "heaps" => self.heaps[0],

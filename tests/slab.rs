@@ -8,12 +8,12 @@
 //!   back from a heap whose thread does nothing;
 //! - remote frees, including the delayed notice for a full slab;
 //! - everything going back on `collect`;
-//! - the one-block-per-order cache of large blocks.
+//! - exact-size large blocks cached on their class's pageset list.
 
+use pcpalloc::internals::large;
 use pcpalloc::internals::{
-    check_quiescent, class_of, free_owned, run_tick, Heap, HeapRegistry, HugeBlocks, LargeBlock,
-    MigrateType, PageAllocator, PageKind, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE,
-    PARK_HIGH_MIN, SLAB_ORDER,
+    check_quiescent, class_of, desc_of, free_owned, run_tick, Heap, HeapRegistry, HugeBlocks,
+    PageAllocator, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN, SLAB_ORDER,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -289,31 +289,46 @@ fn collect_gives_every_page_back() {
 }
 
 #[test]
-fn one_large_block_per_order_is_cached() {
+fn large_blocks_are_exact_and_come_back_from_their_class_list() {
     let env = Env::new(64 << 20);
-    let h = env.heap();
-    // SAFETY: this thread drives h; the blocks are ours.
+    let pages = env.pages();
+    let ps = env.pa.pagesets.cpu_pageset(0);
+    // 33 KiB holds 9 pages' class: 10 pages, not 16.
+    assert_eq!(large::pages_for(33 << 10, PAGE_SIZE), 10);
+    let a = large::alloc(&pages, 33 << 10, PAGE_SIZE, false);
+    assert!(!a.is_null());
+    // SAFETY: a heads a live large block.
+    let usable = unsafe { large::usable_size(desc_of(a as usize).cast()) };
+    assert_eq!(usable, 10 * PAGE_SIZE);
+    let (_, before) = ps.snapshot();
+    // SAFETY: a is a live large block of env's.
+    unsafe { large::free(&pages, desc_of(a as usize).cast()) };
+    let (_, c) = ps.snapshot();
+    assert_eq!(
+        c.large_count,
+        before.large_count + 10,
+        "the block waits on its class list"
+    );
+    let walk = env.pa.zone.check_invariants();
+    assert_eq!(walk.pcp, ps.check(), "the walk sees it as cached");
+    // The next request of the class takes it back, from the list.
+    let b = large::alloc(&pages, 37 << 10, PAGE_SIZE, false);
+    assert_eq!(b, a, "the freed block serves its class again");
+    let (_, c2) = ps.snapshot();
+    assert_eq!(c2.large_hits, c.large_hits + 1);
+    // An aligned block is exact too: 20 KiB at 64 KiB holds 5 pages.
+    let al = large::alloc(&pages, 20 << 10, 64 << 10, false);
+    assert_eq!(al as usize % (64 << 10), 0);
+    // SAFETY: live large blocks of env's.
     unsafe {
-        let mut o = h.owned();
-        let pages = env.pages();
-        let take = |order: u32| {
-            let head = pages.alloc(order, MigrateType::Movable);
-            assert!(!head.is_null());
-            LargeBlock::make(head, order, 1 << order, 0)
-        };
-        let (b1, b2) = (take(1), take(1));
-        assert!(o.cache_block(b1));
-        assert_eq!((*b1).kind(), PageKind::Cached);
-        assert!(!o.cache_block(b2), "the order-1 slot is taken");
-        assert!(o.take_cached_block(2).is_null());
-        assert_eq!(o.take_cached_block(1), b1);
-        assert_eq!((*b1).kind(), PageKind::Large);
-        assert!(o.take_cached_block(1).is_null());
-        assert!(o.cache_block(b1));
-        assert!(o.cache_block(take(3)));
-        o.flush_block_cache(&pages);
-        pages.free(LargeBlock::unmake(b2), 1);
+        assert_eq!(
+            large::usable_size(desc_of(al as usize).cast()),
+            5 * PAGE_SIZE
+        );
+        large::free(&pages, desc_of(al as usize).cast());
+        large::free(&pages, desc_of(b as usize).cast());
     }
     env.pa.drain_all();
-    assert_eq!(env.pa.zone.check_invariants().used, 0);
+    let walk = env.pa.zone.check_invariants();
+    assert_eq!((walk.used, walk.pcp), (0, 0), "everything back in the zone");
 }

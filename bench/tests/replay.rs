@@ -174,8 +174,11 @@ fn copies_replay_instances_side_by_side() {
         let row = t.lines().nth(2).unwrap();
         row.split('|').nth(col).unwrap().trim().parse().unwrap()
     };
-    // Each copy is its own set of processes: twice the page allocations.
-    assert_eq!(cell(&two, 2), 2 * cell(&one, 2), "{one}\n{two}");
+    // Each copy is its own set of processes: twice the page allocations —
+    // within 2%, since the copies share the pagesets' large lists, where a
+    // request may take a block of a slightly larger class.
+    let (a, b) = (2 * cell(&one, 2), cell(&two, 2));
+    assert!(a.abs_diff(b) * 50 <= a, "{one}\n{two}");
     assert!(two.contains("2 instances side by side"));
 }
 

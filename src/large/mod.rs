@@ -1,13 +1,16 @@
 //! Page-granular allocations: *large* blocks (8 KiB < size ≤ 4 MiB) come
-//! from a page allocator as MOVABLE blocks — through the pagesets for
-//! orders ≤ 3, from the zone above — and *huge* blocks (> 4 MiB) get a
-//! section of their own (`huge.rs`).
+//! from a page allocator as exact-size MOVABLE blocks, and *huge* blocks
+//! (> 4 MiB) get a section of their own (`huge.rs`).
 //!
-//! A large block of order > 3 whose request leaves a sizeable tail gives the
-//! tail pages back to the buddy lists straight away (the kernel's
-//! `alloc_pages_exact`): a 2.1 MiB request holds 2.1 MiB, not 4. Such a
-//! block is marked TRIMMED and remembers its page count; it is freed as the
-//! aligned power-of-two pieces that make up its range.
+//! A large block holds exactly the pages of its size class
+//! (`page_alloc/classes.rs`: a quarter-power apart, so a 33 KiB request
+//! holds 40 KiB, a 2.1 MiB one 2.5 MiB) and goes through the caller's
+//! pageset's list of that class: a freed block serves the next request of
+//! its class on that CPU as it is, without the zone lock, whichever thread
+//! frees it. A block aligned beyond a page comes from the zone, a power of
+//! two with its tail given back (the kernel's `alloc_pages_exact`), and
+//! holds exactly the pages asked for. Every large block remembers its page
+//! count and is freed as those pages.
 //!
 //! Both kinds are described by their head page descriptor, seen as a
 //! [`LargeBlock`], so a pointer is validated and dispatched with the one
@@ -17,26 +20,22 @@ pub mod huge;
 
 use core::sync::atomic::Ordering::Acquire;
 
-use crate::geometry::{LARGE_MAX, MAX_PAGE_ORDER, PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT, PAGE_SIZE};
-use crate::page::{flags, LargeBlock, MigrateType, Page, PageKind};
-use crate::page_alloc::Pages;
+use crate::geometry::{LARGE_MAX, PAGE_SHIFT, PAGE_SIZE};
+use crate::page::{flags, LargeBlock, Page, PageKind};
+use crate::page_alloc::{classes, Pages};
 use crate::report;
 use crate::section::page_addr;
-use crate::util::order_for_pages;
 
-/// Trim the tail of a large block when at least this many pages are unused.
-const TRIM_MIN_PAGES: usize = 16;
-
-/// The order of a large block for `size` bytes aligned to `align`.
+/// Pages a large block for `size` bytes aligned to `align` holds: its size
+/// class's, or exactly what is asked for when aligned beyond a page.
 #[inline]
-pub fn order_for(size: usize, align: usize) -> u32 {
+pub fn pages_for(size: usize, align: usize) -> usize {
     let npages = size.div_ceil(PAGE_SIZE).max(1);
-    let align_order = if align > PAGE_SIZE {
-        align.trailing_zeros() - PAGE_SHIFT
+    if align > PAGE_SIZE {
+        npages
     } else {
-        0
-    };
-    order_for_pages(npages).max(align_order)
+        classes::class_pages(classes::class_of(npages))
+    }
 }
 
 /// Allocates a large block for `size` bytes aligned to `align` (power of
@@ -45,29 +44,23 @@ pub fn order_for(size: usize, align: usize) -> u32 {
 pub fn alloc(pages: &Pages<'_>, size: usize, align: usize, zero: bool) -> *mut u8 {
     debug_assert!(size <= LARGE_MAX && align <= LARGE_MAX);
     let npages = size.div_ceil(PAGE_SIZE).max(1);
-    let order = order_for(size, align);
-    if order > MAX_PAGE_ORDER {
-        return core::ptr::null_mut();
-    }
-    let head = pages.alloc(order, MigrateType::Movable);
+    // The block remembers its class (+ 1; 0 for an aligned block of no
+    // class) in its order byte, so its free needs no size computation.
+    let (head, kept, tag) = if align > PAGE_SIZE {
+        let align_order = align.trailing_zeros() - PAGE_SHIFT;
+        (pages.alloc_exact_aligned(npages, align_order), npages, 0)
+    } else {
+        let (head, class) = pages.alloc_large(classes::class_of(npages));
+        (head, classes::class_pages(class), class as u32 + 1)
+    };
     if head.is_null() {
         return core::ptr::null_mut();
     }
     let addr = page_addr(head);
-    // SAFETY: the block is ours; its tail descriptors are None.
+    // SAFETY: the block is ours; its other descriptors are None.
     unsafe {
         let clean = (*head).flags & flags::CLEAN != 0;
-        let total = 1usize << order;
-        let (kept, fl) = if order > PAGE_ALLOC_COSTLY_ORDER && total - npages >= TRIM_MIN_PAGES {
-            // A tail that came clean was never written: it goes back clean
-            // and costs the budget nothing.
-            let tail = addr + npages * PAGE_SIZE;
-            pages.zone().lock().free_range(tail, total - npages, clean);
-            (npages, flags::TRIMMED)
-        } else {
-            (total, 0)
-        };
-        LargeBlock::make(head, order, kept, fl);
+        LargeBlock::make(head, tag, kept, flags::EXACT);
         if zero && !clean {
             core::ptr::write_bytes(addr as *mut u8, 0, size);
         }
@@ -173,13 +166,13 @@ pub unsafe fn usable_size(b: *const LargeBlock) -> usize {
 pub unsafe fn free(pages: &Pages<'_>, b: *mut LargeBlock) {
     // SAFETY: the caller frees b: it is ours now.
     unsafe {
-        let order = u32::from((*b).order);
-        let (trimmed, n) = ((*b).flags & flags::TRIMMED != 0, (*b).pages as usize);
+        let (n, tag) = ((*b).pages as usize, usize::from((*b).order));
         let head = LargeBlock::unmake(b);
-        if trimmed {
-            pages.zone().lock().free_range(page_addr(head), n, false);
+        (*head).order = 0;
+        if tag > 0 {
+            pages.free_large(head, tag - 1);
         } else {
-            pages.free(head, order);
+            pages.free_exact(head, n);
         }
     }
 }

@@ -7,11 +7,19 @@
 //! that is, which pageset that caller goes through (this CPU's, its
 //! thread's, or a virtual CPU's in the replay). They never name a global.
 //!
-//! Blocks of order ≤ 3 go through the pageset; larger ones straight to the
-//! zone. When the zone cannot grow any more (memory limit), every pageset
-//! is drained to the zone and the allocation retried once — the kernel's
-//! drain_all_pages before reclaim — before failing.
+//! Blocks of order ≤ 3 go through the pageset's order lists, larger ones
+//! straight to the zone; exact-size blocks (malloc's large blocks, in the
+//! size classes of `classes.rs`) through the pageset's large lists. When
+//! the zone says no, every pageset is drained to the zone and the
+//! allocation retried once — the kernel's drain_all_pages before reclaim
+//! — before failing.
+//!
+//! - `zone/`: the buddy zone, its budget and growth;
+//! - `pcp/`: the pagesets;
+//! - `classes.rs`: the size classes of exact-size blocks;
+//! - `knobs.rs`: the heuristics the pagesets run.
 
+pub mod classes;
 pub mod knobs;
 pub mod pcp;
 pub mod zone;
@@ -144,13 +152,91 @@ impl<'a> Pages<'a> {
 
     #[cold]
     fn alloc_slow(&self, order: u32, mt: MigrateType) -> *mut Page {
-        if self.alloc.pagesets.total_count() == 0 {
+        if !self.drained_all() {
             return core::ptr::null_mut();
         }
-        let zone = self.zone();
+        self.zone().alloc(order, mt)
+    }
+
+    /// The zone said no: drain every pageset, as the kernel's
+    /// drain_all_pages before reclaim. Whether there was anything to drain
+    /// (then the caller retries once).
+    fn drained_all(&self) -> bool {
+        if self.alloc.pagesets.total_count() == 0 {
+            return false;
+        }
         self.alloc.drain_all();
-        zone.count_drain_all();
-        zone.alloc(order, mt)
+        self.zone().count_drain_all();
+        true
+    }
+
+    /// Allocates an exact-size MOVABLE block of size class `class`
+    /// (`classes.rs`), or of a slightly larger class a pageset list holds,
+    /// through the pageset's large lists. Returns the head, with kind
+    /// `None` and CLEAN telling whether the memory reads as zero, or null
+    /// when out of memory; and the block's class.
+    #[inline]
+    pub fn alloc_large(&self, class: usize) -> (*mut Page, usize) {
+        let (p, c) =
+            self.pageset()
+                .alloc_large(self.zone(), class, &self.alloc.knobs(), self.owner);
+        if p.is_null() && self.drained_all() {
+            let pages = classes::class_pages(class);
+            return (
+                self.zone().alloc_exact(pages, 0, MigrateType::Movable),
+                class,
+            );
+        }
+        (p, c)
+    }
+
+    /// Allocates an exact block of `pages` pages aligned to `2^align_order`
+    /// pages, from the zone (an aligned block cannot come from a class
+    /// list). As [`alloc_large`](Self::alloc_large) otherwise.
+    pub fn alloc_exact_aligned(&self, pages: usize, align_order: u32) -> *mut Page {
+        let zone = self.zone();
+        let p = zone.alloc_exact(pages, align_order, MigrateType::Movable);
+        if p.is_null() && self.drained_all() {
+            return zone.alloc_exact(pages, align_order, MigrateType::Movable);
+        }
+        p
+    }
+
+    /// Frees an exact block of size class `class` to the pageset's large
+    /// list of that class.
+    ///
+    /// # Safety
+    /// `head` heads an exact block of this allocator's zone of
+    /// `class_pages(class)` pages that the caller owns and no longer uses;
+    /// its kind is `None`, as are its other descriptors.
+    #[inline]
+    pub unsafe fn free_large(&self, head: *mut Page, class: usize) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.pageset()
+                .free_large(self.zone(), head, class, &self.alloc.knobs(), self.owner)
+        }
+    }
+
+    /// Frees an exact block of `pages` pages: to the pageset's large list
+    /// of its class when `pages` is a class size, else to the zone.
+    ///
+    /// # Safety
+    /// `head` heads an exact block of this allocator's zone of `pages`
+    /// pages that the caller owns and no longer uses; its kind is `None`,
+    /// as are its other descriptors.
+    #[inline]
+    pub unsafe fn free_exact(&self, head: *mut Page, pages: usize) {
+        let class = classes::class_of(pages);
+        // SAFETY: forwarded contract.
+        unsafe {
+            if classes::class_pages(class) == pages {
+                self.pageset()
+                    .free_large(self.zone(), head, class, &self.alloc.knobs(), self.owner)
+            } else {
+                self.zone().free_exact(head, pages)
+            }
+        }
     }
 
     /// Frees block `head` of `order`.

@@ -2,7 +2,7 @@
 //! made on demand, the tick when it is due, retries at the memory limit,
 //! and the page-granular blocks.
 
-use crate::geometry::{LARGE_MAX, NR_PCP_ORDERS, PAGE_SIZE};
+use crate::geometry::{LARGE_MAX, PAGE_SIZE};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::slab::classes::CLASS_SIZE;
@@ -22,12 +22,11 @@ use super::{hooks, late, reclaim, record, tick, tls};
 /// set up if needed, the tick runs if due, and the heap refills; at the
 /// memory limit every heap's parked slabs go back before it fails.
 /// Null results set errno to ENOMEM (so `malloc` needs no test of its own
-/// and its slow path is a tail call).
+/// and its slow path is a tail call); success leaves errno alone.
 #[cold]
 #[inline(never)]
 pub fn alloc_small_slow(class: usize) -> *mut u8 {
-    let saved = sys::errno();
-    errno_for(alloc_small(class), saved)
+    out_of_memory_if_null(alloc_small(class))
 }
 
 fn alloc_small(class: usize) -> *mut u8 {
@@ -205,7 +204,6 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
 #[cold]
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
-    let saved = sys::errno();
     let p = alloc_page_block(size, align, zero);
     if record::tracing() && !p.is_null() {
         let h = thread_heap();
@@ -215,15 +213,17 @@ pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
             record::record(unsafe { &*h }, Op::Alloc, p, size, align);
         }
     }
-    errno_for(p, saved)
+    out_of_memory_if_null(p)
 }
 
-/// errno after an allocation: ENOMEM if it failed, else what it was
-/// before (`saved`), whatever the slow path's system calls did. Returns
-/// `p`.
+/// ENOMEM when an allocation failed; errno is left alone when it did not
+/// (nothing below changes it: the system calls of `sys` and the tick's
+/// thread start keep it).
 #[inline]
-fn errno_for(p: *mut u8, saved: i32) -> *mut u8 {
-    sys::set_errno(if p.is_null() { libc::ENOMEM } else { saved });
+fn out_of_memory_if_null(p: *mut u8) -> *mut u8 {
+    if p.is_null() {
+        sys::set_errno(libc::ENOMEM);
+    }
     p
 }
 
@@ -243,20 +243,8 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
     if h.is_null() {
         return h.cast();
     }
-    let order = large::order_for(size, align) as usize;
     // SAFETY: h is this thread's heap.
     unsafe {
-        if order < NR_PCP_ORDERS {
-            let b = (*h).owned().take_cached_block(order);
-            if !b.is_null() {
-                (*h).note_large_allocated(large::usable_size(b));
-                let p = crate::section::page_addr(b.cast()) as *mut u8;
-                if zero {
-                    core::ptr::write_bytes(p, 0, size);
-                }
-                return p;
-            }
-        }
         tick::on_slow_path();
         let pages = pages_of(&*h);
         collect_if_asked(h, &pages);
@@ -288,24 +276,19 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
         if (*b).kind() == PageKind::Huge {
             let saved = sys::errno();
             HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch());
-            tick::memory_waiting();
             sys::set_errno(saved);
+            tick::memory_waiting();
             return;
         }
         let bytes = large::usable_size(b);
         if (*h).is_empty_heap() {
             HEAPS.note_large_freed_elsewhere(bytes);
             large::free(&PAGES.through(core::ptr::null(), false), b);
-            return;
+        } else {
+            (*h).note_large_freed(bytes);
+            large::free(&pages_of(&*h), b);
         }
-        (*h).note_large_freed(bytes);
-        if (*h).owned().cache_block(b) {
-            return;
-        }
-        large::free(&pages_of(&*h), b);
-        let saved = sys::errno();
         tick::memory_waiting();
-        sys::set_errno(saved);
     }
 }
 

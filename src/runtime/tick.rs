@@ -118,20 +118,21 @@ fn memory_waiting_cold() {
     if waiting_bytes() < WAITING_MIN_BYTES {
         return;
     }
+    let saved = sys::errno();
     if SETTINGS.background.load(Relaxed) && THREAD.load(Relaxed) == NOT_STARTED {
         start(true);
-        if THREAD.load(Relaxed) == RUNNING {
-            return;
-        }
     }
-    tick_if_due();
+    if THREAD.load(Relaxed) != RUNNING {
+        tick_if_due();
+    }
+    sys::set_errno(saved);
 }
 
-/// Memory a tick would give back: free pages still resident, pages in
-/// pagesets, cached huge blocks (a racy estimate).
+/// Memory a tick would give back, as two loads can tell: free pages still
+/// resident and cached huge blocks (pages on pagesets are left out: adding
+/// them up takes every pageset's lock).
 fn waiting_bytes() -> usize {
-    let dirty = PAGES.zone.dirty_free_pages();
-    (dirty + PAGES.pagesets.total_count()) * crate::geometry::PAGE_SIZE + HUGE.cached_bytes()
+    PAGES.zone.dirty_free_pages() * crate::geometry::PAGE_SIZE + HUGE.cached_bytes()
 }
 
 /// A thread just handed its heap back (its exit hook). Its memory is in
@@ -154,7 +155,8 @@ pub fn after_thread_exit() {
         .zone
         .wmark(crate::page_alloc::zone::watermark::WMARK_HIGH)
         * crate::geometry::PAGE_SIZE;
-    if waiting_bytes() >= keep + WAITING_MIN_BYTES {
+    let waiting = waiting_bytes() + PAGES.pagesets.total_count() * crate::geometry::PAGE_SIZE;
+    if waiting >= keep + WAITING_MIN_BYTES {
         let _running = TICK_LOCK.lock();
         let everywhere = PAGES.through(core::ptr::null(), false);
         HEAPS.collect_abandoned(&everywhere);

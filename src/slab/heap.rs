@@ -1,7 +1,7 @@
 //! Thread heaps: per size class a bin of free objects (the thread cache,
 //! `bin.rs`), the current slab bins are refilled from and a list of
 //! partial slabs; plus the delayed-free stack (see `slab.rs`), the parked
-//! empty slabs and a one-block-per-order cache of large blocks.
+//! empty slabs.
 //!
 //! A heap is a value over a page allocator it is handed ([`Pages`]) on
 //! every call that may need pages; it names no global. The runtime gives
@@ -22,12 +22,6 @@
 //!   partial or full ──(no live object)──► parked, or back to the pages
 //! ```
 //!
-//! The large-block cache keeps one freed large block per order 0..=3, so a
-//! thread that frees and allocates page-sized buffers in turn (the common
-//! alloc/free pair) does not go through the pageset lock each time — SLUB
-//! keeps a per-CPU slab in front of the page allocator for the same
-//! reason. It is bounded (60 KiB) and given back on the tick and at
-//! thread exit.
 //!
 //! Emptied slabs are parked (`parked.rs`: per order) rather than sent
 //! straight back: a class that shrinks and grows again — a loop allocating
@@ -59,11 +53,11 @@ use core::cell::UnsafeCell;
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
-use crate::geometry::{NR_PCP_ORDERS, PAGE_SIZE};
-use crate::page::{flags, LargeBlock, MigrateType, PageKind, PageList};
+use crate::geometry::PAGE_SIZE;
+use crate::page::{MigrateType, PageKind, PageList};
 use crate::page_alloc::pcp::Pageset;
 use crate::page_alloc::Pages;
-use crate::section::{desc_of, page_addr};
+use crate::section::desc_of;
 use crate::sync::bump;
 use crate::trace::Buffer;
 
@@ -105,9 +99,6 @@ pub struct Local {
     pub park_missed: usize,
     /// The zone epoch (ticks run) this heap last acted on.
     epoch_seen: u32,
-    /// One freed large block per order 0..=3 (kind Cached), reused by this
-    /// thread's next allocation of that order before asking the pageset.
-    block_cache: [*mut LargeBlock; NR_PCP_ORDERS],
     /// The thread's pageset in thread mode, else null (this CPU's).
     pub pageset: *mut Pageset,
     /// The runtime's reclaim epoch this heap last collected for (see
@@ -216,7 +207,6 @@ impl Heap {
                 park_high: PARK_HIGH_MIN,
                 park_missed: 0,
                 epoch_seen: 0,
-                block_cache: [ptr::null_mut(); NR_PCP_ORDERS],
                 pageset: ptr::null_mut(),
                 reclaim_seen: 0,
             }),
@@ -712,7 +702,6 @@ impl Owned<'_> {
     fn on_tick(&mut self, pages: &Pages<'_>) {
         self.flush_bins(pages);
         self.release_parked_owned(pages);
-        self.flush_block_cache(pages);
         let l = &mut *self.local;
         l.park_high = (l.park_high - l.park_high / 8).max(PARK_HIGH_MIN);
         l.park_missed = 0;
@@ -741,7 +730,6 @@ impl Owned<'_> {
         self.flush_bins(pages);
         self.process_delayed(pages);
         self.release_parked_owned(pages);
-        self.flush_block_cache(pages);
         // SAFETY: every slab reached is owned by this heap.
         unsafe {
             for class in 0..NR_CLASSES {
@@ -766,53 +754,6 @@ impl Owned<'_> {
             }
         }
         (self.heap.slabs_retired.load(Relaxed) - before) as usize
-    }
-
-    /// Takes the cached large block of `order`, if there is one: it comes
-    /// back as a live large block of `order`.
-    #[inline]
-    pub fn take_cached_block(&mut self, order: usize) -> *mut LargeBlock {
-        let Some(slot) = self.local.block_cache.get_mut(order) else {
-            return ptr::null_mut();
-        };
-        let b = core::mem::replace(slot, ptr::null_mut());
-        if !b.is_null() {
-            // SAFETY: a cached block is ours (kind Cached) and whole.
-            unsafe { LargeBlock::make(b.cast(), order as u32, 1 << order, 0) };
-        }
-        b
-    }
-
-    /// Keeps live large block `b` (untrimmed, of order ≤ 3) in the
-    /// one-block cache for its order, if that slot is free. Returns whether
-    /// it did; the block is then `Cached`.
-    ///
-    /// # Safety
-    /// `b` is a live large block being freed by the caller.
-    #[inline]
-    pub unsafe fn cache_block(&mut self, b: *mut LargeBlock) -> bool {
-        // SAFETY: the caller owns b.
-        let (order, fl) = unsafe { (usize::from((*b).order), (*b).flags) };
-        match self.local.block_cache.get_mut(order) {
-            Some(slot) if slot.is_null() && fl & flags::TRIMMED == 0 => {
-                // SAFETY: as above.
-                unsafe { (*b).set_kind(PageKind::Cached) };
-                *slot = b;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Gives the cached large blocks back to the page allocator.
-    pub fn flush_block_cache(&mut self, pages: &Pages<'_>) {
-        for order in 0..NR_PCP_ORDERS {
-            let b = core::mem::replace(&mut self.local.block_cache[order], ptr::null_mut());
-            if !b.is_null() {
-                // SAFETY: a cached block is ours and whole.
-                unsafe { pages.free(LargeBlock::unmake(b), order as u32) };
-            }
-        }
     }
 
     /// Forgets tuning state before the heap goes to another thread: the
@@ -886,16 +827,6 @@ impl Owned<'_> {
         assert_eq!(parked, self.heap.parked.bytes(), "parked bytes miscounted");
         assert!(parked <= self.local.park_high);
         assert!(self.local.park_high <= PARK_HIGH_MAX);
-        for (order, &b) in self.local.block_cache.iter().enumerate() {
-            if !b.is_null() {
-                // SAFETY: cached blocks are ours.
-                unsafe {
-                    assert_eq!((*b).kind(), PageKind::Cached);
-                    assert_eq!(usize::from((*b).order), order);
-                    assert_eq!(page_addr(b.cast()) % (PAGE_SIZE << order), 0);
-                }
-            }
-        }
         binned
     }
 }

@@ -9,6 +9,7 @@
 //! to stdout and to target/bench/ (report.md, *.svg).
 
 mod allocs;
+mod band;
 mod measure;
 mod preload;
 mod sections;
@@ -60,13 +61,13 @@ Options:
   --quick             fewer and shorter runs (about two minutes)
   --secs N            seconds per throughput run
   --runs N            runs per point (the median is reported)
-  --only A,B          only these sections: compare ablation pcp burst latency plot preload instructions
+  --only A,B          only these sections: compare ablation pcp burst latency plot preload band instructions
   --baseline SO       also run the C programs with this libpcpalloc.so (an earlier build) as \"before\"
   -h, --help          this text
 ";
 
 /// The section names `--only` accepts.
-const SECTION_NAMES: [&str; 8] = [
+const SECTION_NAMES: [&str; 9] = [
     "compare",
     "ablation",
     "pcp",
@@ -74,6 +75,7 @@ const SECTION_NAMES: [&str; 8] = [
     "latency",
     "plot",
     "preload",
+    "band",
     "instructions",
 ];
 

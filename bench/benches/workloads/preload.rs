@@ -119,17 +119,17 @@ fn workspace() -> PathBuf {
 
 /// Builds libpcpalloc.so in its own target directory (cargo holds the main
 /// one while benchmarks run) and returns its path.
-fn build_lib() -> Option<PathBuf> {
+pub(crate) fn build_lib() -> Option<PathBuf> {
     pcpalloc_bench::preload::build_lib(&workspace().join("target/preload"))
 }
 
-fn compile(name: &str, out: &Path) -> Option<PathBuf> {
+pub(crate) fn compile(name: &str, out: &Path) -> Option<PathBuf> {
     let bin = out.join(name);
     let ok = Command::new("cc")
         .args(["-O2", "-pthread", "-o"])
         .arg(&bin)
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("c/{name}.c")))
-        .arg("-lm")
+        .args(["-lm", "-ldl"])
         .status()
         .ok()?
         .success();
@@ -138,7 +138,7 @@ fn compile(name: &str, out: &Path) -> Option<PathBuf> {
 
 /// The allocators to compare: the system's, ours, an earlier build of ours
 /// (`--baseline`), and the Debian peers that are installed.
-fn allocators(lib: PathBuf, opts: &Opts) -> Vec<(&'static str, Option<PathBuf>)> {
+pub(crate) fn allocators(lib: PathBuf, opts: &Opts) -> Vec<(&'static str, Option<PathBuf>)> {
     let mut v: Vec<(&str, Option<PathBuf>)> = vec![("system", None), ("pcpalloc", Some(lib))];
     if let Some(b) = &opts.baseline {
         v.push(("before", Some(b.clone())));
@@ -301,7 +301,11 @@ pub fn section(opts: &Opts, out: &Path) -> String {
 /// from a callgrind profile: the program's functions are those of its own
 /// binary; the allocator's, those of the preloaded library (or, for the
 /// system malloc, libc's malloc family).
-fn instructions_per_1000(profile: &str, program: &Path, lib: Option<&Path>) -> Option<f64> {
+pub(crate) fn instructions_per_1000(
+    profile: &str,
+    program: &Path,
+    lib: Option<&Path>,
+) -> Option<f64> {
     let text = std::fs::read_to_string(profile).ok()?;
     let real = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
     let prog = real(&program.to_string_lossy());

@@ -28,12 +28,12 @@ use rustc_hash::FxHashMap;
 
 use pcpalloc::internals::large;
 use pcpalloc::internals::trace::{Event, Op};
+use pcpalloc::internals::Heap;
 use pcpalloc::internals::{
     class_of, desc_of, free_owned, run_tick, HeapRegistry, HugeBlocks, Knobs, LargeBlock,
-    PageAllocator, Pages, Pageset, StealRules, TickWork, ZoneConfig, LARGE_MAX, NR_PCP_ORDERS,
-    PAGE_SIZE, SMALL_MAX,
+    PageAllocator, Pages, Pageset, StealRules, TickWork, ZoneConfig, LARGE_MAX, PAGE_SIZE,
+    SMALL_MAX,
 };
-use pcpalloc::internals::{page_addr, Heap};
 
 /// The free key written into freed objects (any constant will do here).
 const KEY: usize = 0x7e51_a7ed_0000_0001;
@@ -297,18 +297,9 @@ impl Machine {
         let p = if size <= SMALL_MAX && align <= 16 {
             o.alloc(class_of(size), &pages)
         } else {
-            let align = align.max(PAGE_SIZE);
-            let order = large::order_for(size, align) as usize;
-            let cached = if order < NR_PCP_ORDERS {
-                o.take_cached_block(order)
-            } else {
-                std::ptr::null_mut()
-            };
-            if cached.is_null() {
-                large::alloc(&pages, size, align, false)
-            } else {
-                page_addr(cached.cast()) as *mut u8
-            }
+            // The allocator's own large-block path (runtime/paths.rs calls
+            // the same function).
+            large::alloc(&pages, size.max(SMALL_MAX + 1), align.max(PAGE_SIZE), false)
         };
         assert!(
             !p.is_null(),
@@ -323,8 +314,8 @@ impl Machine {
     }
 
     /// Frees block `p` as pcpalloc's `free` does: a small object (its page
-    /// names a slab) through the freeing thread's heap, a large block into
-    /// the heap's block cache or back to the pages.
+    /// names a slab) through the freeing thread's heap, a large block back
+    /// to the pages (its CPU's pageset list of its class).
     ///
     /// # Safety
     /// `p` is live in this machine; `heap` is the freeing thread's.
@@ -335,10 +326,7 @@ impl Machine {
             let mut o = (*heap).owned();
             let d = desc_of(p as usize);
             if (*d).head.load(Relaxed).is_null() {
-                let lb = d.cast::<LargeBlock>();
-                if !o.cache_block(lb) {
-                    large::free(&pages, lb);
-                }
+                large::free(&pages, d.cast::<LargeBlock>());
             } else {
                 free_owned(&mut o, p, KEY, &pages);
             }

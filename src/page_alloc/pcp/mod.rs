@@ -1,12 +1,15 @@
-//! Per-CPU pagesets (PCP): cached blocks of order 0..=3 in front of the
-//! zone, with the self-tuning heuristics of seed 000 and seed 002.
+//! Per-CPU pagesets (PCP): cached blocks of order 0..=3, and exact-size
+//! large blocks per size class, in front of the zone, with the
+//! self-tuning heuristics of seed 000 and seed 002.
 //!
 //! - `tune.rs`: the heuristics as pure functions (nr_pcp_alloc,
 //!   free_unref_page_commit, nr_pcp_high, nr_pcp_free, decay_pcp_high).
 //! - `pageset.rs`: a pageset, its lists and lock, refill and bulk free.
+//! - `large.rs`: a pageset's lists of exact-size large blocks.
 //! - `pool.rs`: where pagesets live (per CPU, or per thread) and how the
 //!   maintenance tick and drain-all reach every one of them.
 
+pub mod large;
 pub mod pageset;
 pub mod pool;
 pub mod tune;

@@ -22,6 +22,7 @@ use crate::page_alloc::zone::Zone;
 use crate::section::{self, page_addr};
 use crate::sync::{BiasedLock, Entry};
 
+use super::large::LargeLists;
 use super::tune::{self, PcpState, PCPF_FREE_HIGH_BATCH};
 
 /// Lists per pageset: one per migratetype and order 0..=COSTLY.
@@ -55,6 +56,20 @@ pub struct PcpCounters {
     pub refill_max: u64,
     /// The most pages one bulk free gave back to the zone.
     pub drain_max: u64,
+    /// Large blocks allocated through the large lists.
+    pub large_alloc: u64,
+    /// Of those, served from a list without the zone.
+    pub large_hits: u64,
+    /// Pages the large lists took from the zone.
+    pub large_refill_pages: u64,
+    /// Pages the large lists gave back to the zone.
+    pub large_drained_pages: u64,
+    /// free_high drains of the large lists.
+    pub large_free_high: u64,
+    /// Pages on the large lists now.
+    pub large_count: u64,
+    /// The large lists' high now.
+    pub large_high: u64,
 }
 
 /// The lock-guarded part of a pageset.
@@ -65,6 +80,8 @@ pub struct PagesetInner {
     pub lists: [PageList; NR_PCP_LISTS],
     /// Counters.
     pub c: PcpCounters,
+    /// Exact-size large blocks per class, with their own tuning.
+    pub large: LargeLists,
     /// pgalloc + pgfree at the last tick (to detect idleness).
     last_activity: u64,
     /// Consecutive idle ticks.
@@ -160,7 +177,15 @@ impl Pageset {
                     decayed: 0,
                     refill_max: 0,
                     drain_max: 0,
+                    large_alloc: 0,
+                    large_hits: 0,
+                    large_refill_pages: 0,
+                    large_drained_pages: 0,
+                    large_free_high: 0,
+                    large_count: 0,
+                    large_high: 0,
                 },
+                large: LargeLists::new(),
                 last_activity: 0,
                 idle_ticks: 0,
             }),
@@ -305,6 +330,72 @@ impl Pageset {
         }
     }
 
+    /// Allocates an exact-size large block of `class` (MOVABLE), or of a
+    /// slightly larger class, through this pageset's large lists
+    /// (`large.rs`); straight from the zone when the lock is busy. Returns
+    /// the head (null when the zone is out of memory), with kind `None` and
+    /// its CLEAN flag, and the block's class.
+    pub fn alloc_large(
+        &self,
+        zone: &Zone,
+        class: usize,
+        k: &Knobs,
+        owner: bool,
+    ) -> (*mut Page, usize) {
+        let Some(mut g) = self.enter(owner) else {
+            self.lock_busy.fetch_add(1, Relaxed);
+            let pages = crate::page_alloc::classes::class_pages(class);
+            return (zone.alloc_exact(pages, 0, MigrateType::Movable), class);
+        };
+        let params = zone.pcp_params();
+        let (refilled, drained) = (g.large.c.refill_pages, g.large.c.drained_pages);
+        let (p, c) = g.large.alloc(zone, class, &params, k);
+        if !p.is_null() {
+            // The pageset's own counters see the large lists too: pages
+            // handed out, and pages moved from and to the zone.
+            let pages = crate::page_alloc::classes::class_pages(c) as u64;
+            g.c.pgalloc += pages;
+            g.c.alloc_zone += g.large.c.refill_pages - refilled;
+            g.c.free_zone += g.large.c.drained_pages - drained;
+        }
+        (p, c)
+    }
+
+    /// Frees exact-size large block `head` of `class` to this pageset's
+    /// large lists; straight to the zone when the lock is busy.
+    ///
+    /// # Safety
+    /// `head` heads an exact block of `class_pages(class)` pages of `zone`
+    /// that the caller owns and no longer uses; its other descriptors are
+    /// `None`.
+    pub unsafe fn free_large(
+        &self,
+        zone: &Zone,
+        head: *mut Page,
+        class: usize,
+        k: &Knobs,
+        owner: bool,
+    ) {
+        let Some(mut g) = self.enter(owner) else {
+            self.lock_busy.fetch_add(1, Relaxed);
+            let pages = crate::page_alloc::classes::class_pages(class);
+            // SAFETY: forwarded contract.
+            unsafe { zone.free_exact(head, pages) };
+            return;
+        };
+        let params = zone.pcp_params();
+        // SAFETY: forwarded contract.
+        let drained = unsafe { g.large.free(zone, head, class, &params, k) };
+        g.c.pgfree += crate::page_alloc::classes::class_pages(class) as u64;
+        g.c.free_zone += drained as u64;
+        if drained > 0 {
+            drop(g);
+            if k.heuristics.has(heuristic::BELOW_HIGH) {
+                zone.clear_below_high_if_ok();
+            }
+        }
+    }
+
     /// The maintenance tick for this pageset: decay an auto-tuned high
     /// (`decay_pcp_high`) and drain the excess; drain everything once the
     /// pageset has been idle for PCP_EXPIRE_TICKS ticks. Returns the pages
@@ -321,9 +412,14 @@ impl Pageset {
             }
             let params = zone.pcp_params();
             let mut to_drain = tune::decay_pcp_high(&mut g.s, &params, k);
-            if g.idle_ticks >= PCP_EXPIRE_TICKS {
+            let large = if g.idle_ticks >= PCP_EXPIRE_TICKS {
                 to_drain = g.s.count;
-            }
+                g.large.drain(zone, usize::MAX, 0)
+            } else {
+                g.large.tick(zone, &params)
+            };
+            g.c.decayed += large as u64;
+            g.c.free_zone += large as u64;
             (to_drain, params.batch.max(1) as i32)
         };
         let drained = self.drain_chunks(zone, to_drain, batch);
@@ -340,6 +436,9 @@ impl Pageset {
     pub fn drain_owned(&self, zone: &Zone) -> usize {
         let batch = zone.pcp_params().batch.max(1) as i32;
         let mut total = 0;
+        if let Some(mut g) = self.enter(true) {
+            total += g.large.drain(zone, usize::MAX, 0);
+        }
         loop {
             let Some(mut g) = self.enter(true) else {
                 return total;
@@ -354,11 +453,12 @@ impl Pageset {
 
     /// Gives every cached page back to the zone (`drain_pages_zone`).
     pub fn drain(&self, zone: &Zone) -> usize {
-        let (count, batch) = {
-            let g = self.lock();
-            (g.s.count, zone.pcp_params().batch.max(1) as i32)
+        let (count, batch, large) = {
+            let mut g = self.lock();
+            let large = g.large.drain(zone, usize::MAX, 0);
+            (g.s.count, zone.pcp_params().batch.max(1) as i32, large)
         };
-        let mut total = self.drain_chunks(zone, count, batch);
+        let mut total = large + self.drain_chunks(zone, count, batch);
         // Frees may have raced in between chunks; finish them.
         loop {
             let left = self.lock().s.count;
@@ -384,18 +484,29 @@ impl Pageset {
         total
     }
 
-    /// Pages cached now.
+    /// Pages cached now (order lists and large lists).
     pub fn count(&self) -> usize {
-        self.lock().s.count.max(0) as usize
+        let g = self.lock();
+        g.s.count.max(0) as usize + g.large.count
     }
 
     /// Copies the state and counters.
     pub fn snapshot(&self) -> (PcpState, PcpCounters) {
         let g = self.lock();
-        (g.s, g.c)
+        let mut c = g.c;
+        let l = &g.large;
+        c.large_alloc = l.c.alloc;
+        c.large_hits = l.c.hits;
+        c.large_refill_pages = l.c.refill_pages;
+        c.large_drained_pages = l.c.drained_pages;
+        c.large_free_high = l.c.free_high;
+        c.large_count = l.count as u64;
+        c.large_high = l.high as u64;
+        (g.s, c)
     }
 
-    /// Checks the pageset invariants; returns `count`.
+    /// Checks the pageset invariants; returns the pages cached (order and
+    /// large lists).
     pub fn check(&self) -> usize {
         let g = self.lock();
         let mut pages = 0usize;
@@ -427,7 +538,7 @@ impl Pageset {
             pages as i32, g.s.count,
             "pageset count disagrees with its lists"
         );
-        pages
+        pages + g.large.check()
     }
 }
 

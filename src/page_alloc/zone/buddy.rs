@@ -54,6 +54,9 @@ pub struct ZoneCounters {
     /// Allocations refused because the budget could not take the pages
     /// of a free block (at a user-set limit).
     pub charge_fail: u64,
+    /// Exact blocks carved from a run of adjacent free blocks (instead of
+    /// growing for want of a block of the order).
+    pub exact_runs: u64,
     /// Times whole free MAX_ORDER blocks went offline.
     pub shrink_events: u64,
     /// Pages taken offline.
@@ -132,6 +135,7 @@ impl ZoneInner {
                 below_high_clear: 0,
                 drain_all: 0,
                 charge_fail: 0,
+                exact_runs: 0,
                 shrink_events: 0,
                 shrink_pages: 0,
                 bulk_max: 0,
@@ -249,9 +253,23 @@ impl ZoneInner {
             addr = addr.min(buddy_addr);
             order += 1;
         }
+        // buddy_merge_likely (mm/page_alloc.c): when the buddy of the block
+        // this one would merge into is free, this block's own buddy is
+        // likely to be freed soon too — keep it at the tail, least likely to
+        // be split again before it merges.
+        let to_tail = order < MAX_PAGE_ORDER - 1 && {
+            let parent = addr & !((PAGE_SIZE << (order + 1)) - 1);
+            let higher_buddy = desc_of(parent ^ (PAGE_SIZE << (order + 1)));
+            // SAFETY: within the same MAX_ORDER block (order + 1 < MAX), so
+            // the descriptor is committed; lock held.
+            unsafe {
+                (*higher_buddy).kind() == PageKind::Buddy
+                    && u32::from((*higher_buddy).order) == order + 1
+            }
+        };
         // SAFETY: addr heads the merged block, all of whose other
         // descriptors were reset above or were tails already.
-        unsafe { self.add_free(desc_of(addr), order, mt, clean, false) };
+        unsafe { self.add_free(desc_of(addr), order, mt, clean, to_tail) };
     }
 
     /// Splits the block at `addr` of `high` order down to `low`, putting the

@@ -21,9 +21,13 @@ impl ZoneGuard<'_> {
     /// Charges the pages of the block at `head` of `order` that are not
     /// charged yet. False (and nothing charged) if the budget says no.
     pub(super) fn charge_block(&mut self, head: *mut Page, order: u32) -> bool {
-        let addr = page_addr(head);
-        let pages = 1usize << order;
-        // SAFETY: the block lies in an online block of ours; lock held.
+        self.charge_range(page_addr(head), 1 << order)
+    }
+
+    /// Charges the pages of `[addr, addr + pages)` that are not charged
+    /// yet. False (and nothing charged) if the budget says no.
+    pub(super) fn charge_range(&mut self, addr: usize, pages: usize) -> bool {
+        // SAFETY: the range lies in an online block of ours; lock held.
         let missing = pages - unsafe { section::count_charged_fast(addr, pages) };
         if missing > 0 {
             let Some(c) = self.zone.budget.charge(missing * PAGE_SIZE) else {

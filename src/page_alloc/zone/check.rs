@@ -97,23 +97,34 @@ impl Zone {
             assert!(unsafe { section::header_ok(h) });
             // SAFETY: h is a live header of this zone; lock held.
             let bits = unsafe { section::online_bits(h) };
+            // An exact block may run into the next online block: `carry`
+            // is where the walk of the next block starts then.
+            let mut carry = 0;
             for start in section::online_block_addrs(h as usize, bits) {
                 let end = start + MAX_ORDER_BYTES;
                 managed += MAX_ORDER_PAGES;
                 // SAFETY: an online block of this zone; lock held.
                 charged += unsafe { section::count_charged(start, MAX_ORDER_PAGES) };
-                let mut a = start;
+                assert!(
+                    carry == 0 || (carry > start && carry <= end),
+                    "a block runs past its MAX_ORDER block into one that is not online"
+                );
+                let mut a = if carry == 0 { start } else { carry };
                 while a < end {
                     let d = desc_of(a);
                     // SAFETY: committed descriptor; lock held.
                     let (kind, order) = unsafe { ((*d).kind(), (*d).order as u32) };
-                    assert!(order <= MAX_PAGE_ORDER);
-                    assert_eq!(a % (PAGE_SIZE << order), 0, "block head not aligned");
+                    // An exact block's order byte is its size class: it is
+                    // page-aligned only.
+                    if !matches!(kind, PageKind::Large | PageKind::PcpLarge) {
+                        assert!(order <= MAX_PAGE_ORDER);
+                        assert_eq!(a % (PAGE_SIZE << order), 0, "block head not aligned");
+                    }
                     // SAFETY: as above.
                     let pages = unsafe { block_pages(d) };
                     match kind {
                         PageKind::Buddy => walked_free += pages,
-                        PageKind::Pcp => pcp += pages,
+                        PageKind::Pcp | PageKind::PcpLarge => pcp += pages,
                         PageKind::Isolated => isolated += pages,
                         PageKind::Large | PageKind::Slab | PageKind::Cached => used += pages,
                         PageKind::None
@@ -137,8 +148,12 @@ impl Zone {
                     }
                     a += pages * PAGE_SIZE;
                 }
-                assert_eq!(a, end, "a block runs past its MAX_ORDER block");
+                carry = if a > end { a } else { 0 };
             }
+            assert_eq!(
+                carry, 0,
+                "a block runs past the section's last online block"
+            );
         });
         assert_eq!(
             managed, z.managed,
@@ -184,9 +199,10 @@ impl Zone {
         section::for_each(self.tag(), |h| {
             // SAFETY: h is a live header of this zone; lock held.
             let bits = unsafe { section::online_bits(h) };
+            let mut carry = 0;
             for start in section::online_block_addrs(h as usize, bits) {
                 let end = start + MAX_ORDER_BYTES;
-                let mut a = start;
+                let mut a = if carry > start { carry } else { start };
                 while a < end {
                     let d = desc_of(a);
                     // SAFETY: committed descriptor; lock held.
@@ -198,6 +214,7 @@ impl Zone {
                     }
                     a += pages * PAGE_SIZE;
                 }
+                carry = if a > end { a } else { 0 };
             }
         });
     }
@@ -211,7 +228,8 @@ impl Zone {
 unsafe fn block_pages(d: *mut Page) -> usize {
     // SAFETY: forwarded contract; a Large head is read through its view.
     unsafe {
-        if (*d).kind() == PageKind::Large && (*d).flags & flags::TRIMMED != 0 {
+        let k = (*d).kind();
+        if (k == PageKind::Large && (*d).flags & flags::EXACT != 0) || k == PageKind::PcpLarge {
             (*d.cast::<LargeBlock>()).pages as usize
         } else {
             1usize << (*d).order

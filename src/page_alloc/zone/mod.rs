@@ -20,6 +20,7 @@
 //! - `watermark.rs`: the kernel's sizing formulas;
 //! - `budget.rs`: the memory budget;
 //! - `grow.rs`: blocks online and offline;
+//! - `exact.rs`: blocks of exactly n pages, and runs of free blocks;
 //! - `release.rs`: idle memory back to the OS;
 //! - `check.rs`: the invariant walk.
 //!
@@ -32,6 +33,7 @@ mod buddy;
 pub mod budget;
 mod charge;
 mod check;
+mod exact;
 mod fallback;
 mod grow;
 mod release;
@@ -198,6 +200,12 @@ impl Zone {
     #[inline]
     pub fn managed_pages(&self) -> usize {
         self.managed_pages.load(Relaxed)
+    }
+
+    /// CPUs the pcp bounds are split over.
+    #[inline]
+    pub fn nr_cpus(&self) -> usize {
+        self.nr_cpus.load(Relaxed)
     }
 
     /// Watermark `i` (WMARK_MIN/LOW/HIGH) in pages.
@@ -495,40 +503,6 @@ impl ZoneGuard<'_> {
         // SAFETY: forwarded contract.
         unsafe { self.inner.free_one_page(head, order, mt) };
         self.inner.c.pgfree += 1 << order;
-    }
-}
-
-impl ZoneGuard<'_> {
-    /// Frees the pages `[addr, addr + pages)` as the largest aligned
-    /// power-of-two pieces (the kernel's `free_pages_exact`). `untouched`:
-    /// the pages were never written since they came clean from the zone,
-    /// so they go back clean (and so uncharged).
-    ///
-    /// # Safety
-    /// The range is owned by the caller, inside one online MAX_ORDER block
-    /// of this zone, and its descriptors are all `None`.
-    pub unsafe fn free_range(&mut self, addr: usize, pages: usize, untouched: bool) {
-        use crate::geometry::{MAX_PAGE_ORDER, PAGE_SHIFT, PAGE_SIZE};
-        let end = addr + pages * PAGE_SIZE;
-        let mut a = addr;
-        while a < end {
-            let mut order = ((a >> PAGE_SHIFT).trailing_zeros()).min(MAX_PAGE_ORDER);
-            while a + (PAGE_SIZE << order) > end {
-                order -= 1;
-            }
-            let d = section::desc_of(a);
-            // SAFETY: the piece is ours (contract); it becomes a free block.
-            unsafe {
-                (*d).flags = if untouched {
-                    crate::page::flags::CLEAN
-                } else {
-                    0
-                };
-                (*d).order = order as u8;
-                self.free_one_page(d, order);
-            }
-            a += PAGE_SIZE << order;
-        }
     }
 }
 

@@ -34,6 +34,7 @@ pub static SECTIONS: &[(&str, Section)] = &[
     ("latency", latency::latency),
     ("plot", plot::autotune_plot),
     ("preload", crate::preload::section),
+    ("band", crate::band::section),
     ("instructions", crate::preload::instructions),
 ];
 

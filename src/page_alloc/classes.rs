@@ -1,0 +1,78 @@
+//! The page allocator's size classes for exact-size blocks (malloc's large
+//! blocks): page counts a quarter-power apart (1, 2, …, 8, then 10, 12, 14,
+//! 16, 20, 24, 28, 32, … up to 1024 pages, 4 MiB), as jemalloc's large
+//! classes are. A block holds exactly its class's pages — never a power of
+//! two it does not need (a 33 KiB request holds 40 KiB, not 64; 2.1 MiB
+//! holds 2.5 MiB, not 4) — and blocks of one class are interchangeable, so a
+//! freed block serves the next request of its class as it is, from a
+//! pageset's list (`pcp/large.rs`) without the zone.
+//!
+//! The index of a class is computed, not looked up: for `p` pages above 8,
+//! with `l = ⌊log2(p − 1)⌋`, the class holds `m << (l − 2)` pages where
+//! `m = ((p − 1) >> (l − 2)) + 1` ∈ 5..=8, and its index is
+//! `8 + 4·(l − 3) + (m − 5)`; the waste is below a quarter of the block.
+
+use crate::geometry::MAX_ORDER_PAGES;
+
+/// Classes up to MAX_ORDER_PAGES: 8 below 9 pages, 4 per doubling above.
+pub const NR_LARGE_CLASSES: usize = 8 + 4 * (MAX_ORDER_PAGES.trailing_zeros() as usize - 3);
+
+/// The class of a block of `pages` pages (1..=MAX_ORDER_PAGES).
+#[inline]
+pub const fn class_of(pages: usize) -> usize {
+    debug_assert!(pages >= 1 && pages <= MAX_ORDER_PAGES);
+    if pages <= 8 {
+        return pages - 1;
+    }
+    let l = (usize::BITS - 1 - (pages - 1).leading_zeros()) as usize;
+    let m = ((pages - 1) >> (l - 2)) + 1;
+    8 + 4 * (l - 3) + (m - 5)
+}
+
+/// Pages of a block of class `class`.
+#[inline]
+pub const fn class_pages(class: usize) -> usize {
+    if class < 8 {
+        return class + 1;
+    }
+    let l = (class - 8) / 4 + 3;
+    let m = (class - 8) % 4 + 5;
+    m << (l - 2)
+}
+
+const _: () = assert!(class_pages(NR_LARGE_CLASSES - 1) == MAX_ORDER_PAGES);
+const _: () = assert!(class_of(MAX_ORDER_PAGES) == NR_LARGE_CLASSES - 1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_every_size_within_a_quarter() {
+        let mut last = 0;
+        for c in 0..NR_LARGE_CLASSES {
+            let p = class_pages(c);
+            assert!(p > last, "classes grow");
+            assert_eq!(class_of(p), c);
+            last = p;
+        }
+        for pages in 1..=MAX_ORDER_PAGES {
+            let c = class_of(pages);
+            let p = class_pages(c);
+            assert!(p >= pages, "{pages} pages in class {c} of {p}");
+            assert!(
+                c == 0 || class_pages(c - 1) < pages,
+                "{pages}: not the smallest class"
+            );
+            assert!(
+                (p - pages) * 4 <= p,
+                "{pages} pages waste more than a quarter of {p}"
+            );
+        }
+        assert_eq!(NR_LARGE_CLASSES, 36);
+        assert_eq!(
+            [9, 10, 11, 16, 17, 33, 257, 600, 1000].map(|p| class_pages(class_of(p))),
+            [10, 10, 12, 16, 20, 40, 320, 640, 1024]
+        );
+    }
+}

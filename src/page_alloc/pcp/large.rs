@@ -1,0 +1,345 @@
+//! A pageset's lists of exact-size large blocks: one list per size class
+//! of `large/classes.rs` (3 pages to 4 MiB), in front of the zone the way
+//! the order lists are — the kernel keeps pageset lists for orders 0..=3
+//! and, since v6.8, one for the pageblock order (THP); ours hold the
+//! page-granular blocks of malloc, each of exactly its class's pages.
+//!
+//! A freed block goes on the list of its class on the freeing thread's
+//! CPU — whichever thread allocated it, so a block handed to another
+//! thread and freed there costs no zone lock — and the next request of the
+//! class on that CPU takes it as it is. The lists self-tune as a pageset
+//! does (seed 000), in pages:
+//!
+//! - `high` bounds the pages held; a free past it gives the coldest blocks
+//!   back to the zone, and remembers them in `missed`;
+//! - a miss (a refill from the zone) grows `high` by what it takes, as far
+//!   as blocks were given back for lack of room since the last tick — the
+//!   refill half of patch 7 — up to `high_max`, never under BELOW_HIGH;
+//! - `free_count` counts pages freed since the last allocation (halved by
+//!   each allocation, as patch 9's): when it reaches twice `high`, this CPU
+//!   only frees — a consumer — and a free_high drain gives back all but
+//!   `high_min`, shrinking `high` (patches 1–3's intent for high orders);
+//! - each tick `high` decays by an eighth towards `high_min` and the excess
+//!   goes back (`decay_pcp_high`); an idle pageset is drained whole.
+//!
+//! `high_min` is the pageset's own, at least [`LARGE_HIGH_MIN_PAGES`];
+//! `high_max` half the pages in use, split over the CPUs, at least 4 MiB —
+//! of the heap as it is, not of the machine, so a small heap caches
+//! little.
+//!
+//! Invariants (checked by `Pageset::check`): `count` = Σ pages of the
+//! blocks on the lists; every block on list `c` is a `PcpLarge` head of
+//! `class_pages(c)` pages.
+
+use crate::geometry::MAX_ORDER_PAGES;
+use crate::page::{LargeBlock, MigrateType, Page, PageKind, PageList};
+use crate::page_alloc::classes::{class_pages, NR_LARGE_CLASSES};
+use crate::page_alloc::knobs::{heuristic, Knobs};
+use crate::page_alloc::zone::watermark::PcpParams;
+use crate::page_alloc::zone::Zone;
+
+/// The least `high` of the large lists: one 1 MiB block's worth.
+pub const LARGE_HIGH_MIN_PAGES: usize = 512;
+/// A request may take a cached block up to this many classes larger.
+const LARGE_STEP_UP: usize = 2;
+/// The most blocks one refill takes (small classes: a batch's worth).
+const LARGE_REFILL_MAX: usize = 8;
+/// high decays by high >> this each tick.
+const LARGE_HIGH_DECAY_SHIFT: u32 = 3;
+
+/// Counters of a pageset's large lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LargeCounters {
+    /// Blocks allocated through the lists.
+    pub alloc: u64,
+    /// Of those, served from a list without the zone.
+    pub hits: u64,
+    /// Blocks freed to the lists.
+    pub free: u64,
+    /// Pages taken from the zone on refills.
+    pub refill_pages: u64,
+    /// Pages given back to the zone (over high, free_high, decay, drain).
+    pub drained_pages: u64,
+    /// free_high drains (a CPU that only frees).
+    pub free_high: u64,
+}
+
+/// The state of a pageset's large lists (see the module docs). Guarded by
+/// the pageset lock.
+pub struct LargeLists {
+    lists: [PageList; NR_LARGE_CLASSES],
+    /// Pages on the lists.
+    pub count: usize,
+    /// Above it, frees go back to the zone (0: not set up yet).
+    pub high: usize,
+    /// Pages given back for lack of room since the last tick.
+    pub missed: usize,
+    /// Pages freed since the last allocation (halved by each).
+    pub free_count: usize,
+    /// `high_min` as last computed (on a refill or a tick).
+    high_min: usize,
+    /// Counters.
+    pub c: LargeCounters,
+}
+
+/// The high bounds of the large lists for `params` and `zone`: `high_max`
+/// is half the pages in use (handed out or cached) split over the CPUs, at
+/// least [`LARGE_HIGH_MAX_FLOOR`] — of what the program holds, not of the
+/// zone, whose free memory would otherwise let the caches grow with their
+/// own fragmentation.
+fn bounds(params: &PcpParams, zone: &Zone) -> (usize, usize) {
+    let high_min = (params.high_min as usize).max(LARGE_HIGH_MIN_PAGES);
+    let in_use = zone.managed_pages().saturating_sub(zone.free_pages());
+    let high_max = (in_use / LARGE_HIGH_MAX_FRACTION / zone.nr_cpus())
+        .max(LARGE_HIGH_MAX_FLOOR)
+        .max(high_min);
+    (high_min, high_max)
+}
+
+/// The large lists of all CPUs may hold up to 1/this of the pages in use.
+const LARGE_HIGH_MAX_FRACTION: usize = 2;
+/// `high_max` is at least this many pages (4 MiB) per CPU, as a thread
+/// cache of tcmalloc's may hold 4 MiB.
+const LARGE_HIGH_MAX_FLOOR: usize = 2048;
+/// Past `high`, a free gives back down to `high - high >> this`, so the
+/// next frees need not take the zone lock again at once.
+const LARGE_DRAIN_SHIFT: u32 = 3;
+
+impl LargeLists {
+    /// Empty lists.
+    pub const fn new() -> LargeLists {
+        LargeLists {
+            lists: [const { PageList::new() }; NR_LARGE_CLASSES],
+            count: 0,
+            high: 0,
+            missed: 0,
+            free_count: 0,
+            high_min: LARGE_HIGH_MIN_PAGES,
+            c: LargeCounters {
+                alloc: 0,
+                hits: 0,
+                free: 0,
+                refill_pages: 0,
+                drained_pages: 0,
+                free_high: 0,
+            },
+        }
+    }
+
+    /// A block of class `class` (MOVABLE): from its list or a slightly
+    /// larger class's, else a refill from the zone (several blocks for
+    /// small classes, in one lock hold). Returns the head (null when the
+    /// zone has none), with kind `None` and its CLEAN flag, and the class
+    /// of the block.
+    pub fn alloc(
+        &mut self,
+        zone: &Zone,
+        class: usize,
+        params: &PcpParams,
+        k: &Knobs,
+    ) -> (*mut Page, usize) {
+        let pages = class_pages(class);
+        self.free_count >>= 1;
+        self.c.alloc += 1;
+        // Its own class first, else one a little larger (at most
+        // LARGE_STEP_UP classes up: under a half more) — a cached block
+        // that serves as it is beats a trip to the zone.
+        let last = (class + LARGE_STEP_UP).min(NR_LARGE_CLASSES - 1);
+        for c in class..=last {
+            if !self.lists[c].is_empty() {
+                self.c.hits += 1;
+                // SAFETY: the list is non-empty and holds our PcpLarge
+                // blocks.
+                let p = unsafe { self.lists[c].pop_front() };
+                self.count -= class_pages(c);
+                // SAFETY: p is ours now.
+                unsafe { (*p).set_kind(PageKind::None) };
+                return (p, c);
+            }
+        }
+        let (high_min, high_max) = bounds(params, zone);
+        self.high_min = high_min;
+        self.high = self.high.max(high_min);
+        let below = k.heuristics.has(heuristic::BELOW_HIGH) && zone.check_below_high(0);
+        if self.missed > 0 && !below && k.heuristics.has(heuristic::AUTO_TUNE) {
+            // A miss after blocks were given back for lack of room: make
+            // room for this one (the refill half of the auto-tuning).
+            let grow = pages.min(self.missed);
+            self.missed -= grow;
+            self.high = (self.high + grow).min(high_max);
+        }
+        let room = self.high.saturating_sub(self.count) / pages;
+        let want = (params.batch as usize / pages)
+            .clamp(1, LARGE_REFILL_MAX)
+            .min(room + 1);
+        let mut got = PageList::new();
+        let n = zone.rmqueue_exact_bulk(pages, want, MigrateType::Movable, &mut got);
+        if n == 0 {
+            return (core::ptr::null_mut(), class);
+        }
+        self.c.refill_pages += (n * pages) as u64;
+        // SAFETY: got holds the n blocks just taken, ours.
+        let p = unsafe { got.pop_front() };
+        for _ in 1..n {
+            // SAFETY: as above; the rest are cached on the class's list.
+            unsafe {
+                let q = got.pop_front();
+                self.cache(q, class, pages);
+            }
+        }
+        (p, class)
+    }
+
+    /// Puts block `p` of class `class` on its list.
+    ///
+    /// # Safety
+    /// `p` heads an exact block of `class_pages(class)` pages the caller
+    /// owns and hands over; its other descriptors are `None`.
+    unsafe fn cache(&mut self, p: *mut Page, class: usize, pages: usize) {
+        // SAFETY: forwarded contract; the head becomes a cached block.
+        unsafe {
+            let b = p.cast::<LargeBlock>();
+            (*b).pages = pages as u32;
+            (*p).set_kind(PageKind::PcpLarge);
+            self.lists[class].push_front(p);
+        }
+        self.count += pages;
+    }
+
+    /// Frees block `p` of class `class` to its list; gives blocks back to
+    /// the zone when the lists hold more than `high`, or for free_high.
+    /// Returns the pages given back.
+    ///
+    /// # Safety
+    /// As [`cache`](Self::cache).
+    pub unsafe fn free(
+        &mut self,
+        zone: &Zone,
+        p: *mut Page,
+        class: usize,
+        params: &PcpParams,
+        k: &Knobs,
+    ) -> usize {
+        let pages = class_pages(class);
+        let high_min = self.high_min;
+        if self.high == 0 {
+            self.high = high_min;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.cache(p, class, pages) };
+        self.c.free += 1;
+        self.free_count = (self.free_count + pages).min(MAX_ORDER_PAGES << 8);
+        if k.heuristics.has(heuristic::FREE_COUNT)
+            && self.free_count >= 2 * self.high
+            && self.count > high_min
+        {
+            // This CPU only frees: what it holds serves others better in
+            // the zone. Keep high_min, and shrink high.
+            self.c.free_high += 1;
+            let cut = (params.batch as usize) << k.batch_scale_max;
+            self.high = self.high.saturating_sub(cut).max(high_min);
+            self.free_count = 0;
+            return self.drain(zone, self.count - high_min, class);
+        }
+        if self.count > self.high {
+            let target = self.high - (self.high >> LARGE_DRAIN_SHIFT);
+            let drained = self.drain(zone, self.count - target, class);
+            self.missed += drained;
+            return drained;
+        }
+        0
+    }
+
+    /// The tick: `high` decays by an eighth towards `high_min` and the
+    /// excess goes back to the zone; `missed` starts over. Returns the
+    /// pages given back.
+    pub fn tick(&mut self, zone: &Zone, params: &PcpParams) -> usize {
+        let (high_min, _) = bounds(params, zone);
+        self.high_min = high_min;
+        self.missed = 0;
+        if self.high > high_min {
+            self.high = (self.high - (self.high >> LARGE_HIGH_DECAY_SHIFT)).max(high_min);
+        }
+        if self.count > self.high {
+            let over = self.count - self.high;
+            return self.drain(zone, over, 0);
+        }
+        0
+    }
+
+    /// Gives at least `pages` pages back to the zone (everything for
+    /// `usize::MAX`), coldest blocks first, starting with class `first`,
+    /// in one zone-lock hold. Returns the pages given back.
+    pub fn drain(&mut self, zone: &Zone, pages: usize, first: usize) -> usize {
+        if self.count == 0 || pages == 0 {
+            return 0;
+        }
+        let mut freed = 0;
+        let mut z = zone.lock();
+        let mut class = first;
+        let mut empty_in_a_row = 0;
+        while freed < pages && self.count > 0 && empty_in_a_row < NR_LARGE_CLASSES {
+            if self.lists[class].is_empty() {
+                empty_in_a_row += 1;
+                class = (class + 1) % NR_LARGE_CLASSES;
+                continue;
+            }
+            empty_in_a_row = 0;
+            let n = class_pages(class);
+            // SAFETY: the list is non-empty; its blocks are ours (pageset
+            // lock held by the caller).
+            unsafe {
+                let p = self.lists[class].pop_back();
+                (*p).set_kind(PageKind::None);
+                let clean = (*p).flags & crate::page::flags::CLEAN != 0;
+                z.free_range(crate::section::page_addr(p), n, clean);
+            }
+            self.count -= n;
+            freed += n;
+            if self.lists[class].is_empty() {
+                class = (class + 1) % NR_LARGE_CLASSES;
+            }
+        }
+        drop(z);
+        self.c.drained_pages += freed as u64;
+        freed
+    }
+
+    /// Checks the lists against `count`; returns the pages held.
+    pub fn check(&self) -> usize {
+        let mut pages = 0;
+        for (class, list) in self.lists.iter().enumerate() {
+            // SAFETY: list elements are our blocks; the pageset lock is held.
+            unsafe { list.check() };
+            let mut p = list.first();
+            while !p.is_null() {
+                // SAFETY: as above.
+                unsafe {
+                    assert_eq!(
+                        (*p).kind(),
+                        PageKind::PcpLarge,
+                        "a large list holds another kind"
+                    );
+                    assert_eq!(
+                        (*p.cast::<LargeBlock>()).pages as usize,
+                        class_pages(class),
+                        "a block on the wrong class list"
+                    );
+                    p = (*p).next;
+                }
+                pages += class_pages(class);
+            }
+        }
+        assert_eq!(
+            pages, self.count,
+            "large lists' count disagrees with the lists"
+        );
+        pages
+    }
+}
+
+impl Default for LargeLists {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,247 @@
+//! Exact-size blocks: `n` pages, not the power of two above (the kernel's
+//! `alloc_pages_exact`, which splits a block and gives the tail back), and a
+//! run of adjacent free blocks when no block of the needed order is free.
+//!
+//! A buddy allocator asked for page counts that are not powers of two
+//! fragments: a 33-page block takes a 64-page block and gives 31 pages
+//! back in pieces, and later a 64-page request finds only 32-page free
+//! blocks whose buddies are in use — though two of them may lie side by
+//! side. So a block whose size is not a power of two is first sought as a
+//! *run*: free blocks of the next orders down that are adjacent in
+//! address (the way `alloc_contig_range` takes a range rather than a
+//! block) — a best fit that leaves no tail — and only then carved from a
+//! block of its order, whose tail goes back.
+//! A run is page-aligned only, and may span adjacent online MAX_ORDER
+//! blocks of a section (a 3 MiB block from the second half of one and the
+//! first of the next): the buddy blocks stay within their MAX_ORDER block,
+//! an allocated exact block need not. It is freed as the aligned
+//! power-of-two pieces that make it up (`ZoneGuard::free_range`), which
+//! merge back with their buddies as any block does.
+
+use crate::geometry::{PAGE_SIZE, SECTION_SIZE};
+use crate::page::{flags, MigrateType, Page, PageKind, PageList};
+use crate::section::{self, desc_of, page_addr};
+use crate::util::order_for_pages;
+
+use super::buddy::take_block;
+use super::{StealRules, Zone, ZoneGuard};
+
+/// Free blocks looked at per order when searching for a run.
+const RUN_SCAN: usize = 16;
+/// How many orders below the needed one a run is assembled from.
+const RUN_ORDERS: u32 = 2;
+
+impl ZoneGuard<'_> {
+    /// A block of exactly `npages` pages for `mt`, aligned to
+    /// `2^align_order` pages: from a free block of the order that holds it
+    /// (its tail given back), else (unaligned requests) a run of adjacent
+    /// free blocks, else a fallback type's block, else after growing.
+    /// Charged to the budget; null when nothing is left. The head comes
+    /// back with kind `None`, order 0 and CLEAN telling whether the whole
+    /// block reads as zero.
+    pub fn rmqueue_exact(&mut self, npages: usize, align_order: u32, mt: MigrateType) -> *mut Page {
+        let order = order_for_pages(npages).max(align_order);
+        if align_order == 0 && !npages.is_power_of_two() {
+            // Best fit first: a run of smaller free blocks that holds the
+            // block leaves no tail to fragment a larger one.
+            let p = self.take_run(npages, mt);
+            if !p.is_null() {
+                return self.charge_or_undo(p, npages);
+            }
+        }
+        let mut p = self.inner.rmqueue_smallest(order, mt);
+        if p.is_null() {
+            let rules =
+                StealRules::from_bits(self.zone.steal.load(core::sync::atomic::Ordering::Relaxed));
+            p = self.inner.rmqueue_fallback(order, mt, rules);
+        }
+        if p.is_null() && self.grow(1 << order) {
+            p = self.inner.rmqueue_smallest(order, mt);
+        }
+        if p.is_null() {
+            self.inner.c.alloc_fail += 1;
+            return p;
+        }
+        // SAFETY: p heads a block of 2^order pages we just took.
+        let clean = unsafe { (*p).flags } & flags::CLEAN != 0;
+        let total = 1usize << order;
+        if total > npages {
+            // SAFETY: the tail is ours, inside the block, its descriptors
+            // None.
+            unsafe { self.free_range(page_addr(p) + npages * PAGE_SIZE, total - npages, clean) };
+            self.inner.c.pgfree -= (total - npages) as u64;
+        }
+        self.charge_or_undo(p, npages)
+    }
+
+    /// Frees the pages `[addr, addr + pages)` as the largest aligned
+    /// power-of-two pieces (the kernel's `free_pages_exact`); a piece never
+    /// crosses a MAX_ORDER block. `untouched`: the pages were never written
+    /// since they came clean from the zone, so they go back clean (and so
+    /// uncharged).
+    ///
+    /// # Safety
+    /// The range is owned by the caller, inside online MAX_ORDER blocks of
+    /// one section of this zone, and its descriptors are all `None`.
+    pub unsafe fn free_range(&mut self, addr: usize, pages: usize, untouched: bool) {
+        use crate::geometry::{MAX_PAGE_ORDER, PAGE_SHIFT, PAGE_SIZE};
+        let end = addr + pages * PAGE_SIZE;
+        let mut a = addr;
+        while a < end {
+            let mut order = ((a >> PAGE_SHIFT).trailing_zeros()).min(MAX_PAGE_ORDER);
+            while a + (PAGE_SIZE << order) > end {
+                order -= 1;
+            }
+            let d = desc_of(a);
+            // SAFETY: the piece is ours (contract); it becomes a free block.
+            unsafe {
+                (*d).flags = if untouched {
+                    crate::page::flags::CLEAN
+                } else {
+                    0
+                };
+                (*d).order = order as u8;
+                self.free_one_page(d, order);
+            }
+            a += PAGE_SIZE << order;
+        }
+    }
+
+    /// Charges the `npages` pages of the block at `p` (just taken); gives
+    /// the block back and returns null if the budget says no.
+    fn charge_or_undo(&mut self, p: *mut Page, npages: usize) -> *mut Page {
+        if !self.charge_range(page_addr(p), npages) {
+            // SAFETY: p heads npages pages we own.
+            let clean = unsafe { (*p).flags } & flags::CLEAN != 0;
+            // SAFETY: as above; they go back as they came.
+            unsafe { self.free_range(page_addr(p), npages, clean) };
+            self.inner.c.pgfree -= npages as u64;
+            self.inner.c.charge_fail += 1;
+            self.inner.c.alloc_fail += 1;
+            return core::ptr::null_mut();
+        }
+        self.inner.c.pgalloc += npages as u64;
+        if self.inner.free < self.zone.wmark(super::watermark::WMARK_LOW) {
+            self.grow(0);
+        }
+        p
+    }
+
+    /// Takes a run of at least `npages` free pages of `mt` made of adjacent
+    /// free blocks smaller than the order that would hold it, keeps
+    /// exactly `npages` and gives the rest back. Null if the scan finds
+    /// none.
+    fn take_run(&mut self, npages: usize, mt: MigrateType) -> *mut Page {
+        let order = order_for_pages(npages);
+        let want = npages * PAGE_SIZE;
+        for o in (order.saturating_sub(RUN_ORDERS)..order).rev() {
+            let mut p = self.inner.free_area[o as usize][mt as usize].first();
+            let mut scanned = 0;
+            while !p.is_null() && scanned < RUN_SCAN {
+                scanned += 1;
+                let a = page_addr(p);
+                // Walk the free blocks that follow, across MAX_ORDER
+                // blocks of the section as long as they are online (an
+                // offline block's descriptors are None: the walk stops).
+                let end = section::section_base(a) + SECTION_SIZE;
+                let mut run_end = a;
+                while run_end < end && run_end - a < want {
+                    let d = desc_of(run_end);
+                    // SAFETY: a descriptor of an online block; lock held.
+                    let (kind, dmt, dorder) = unsafe { ((*d).kind(), (*d).mt(), (*d).order) };
+                    if kind != PageKind::Buddy || dmt != mt {
+                        break;
+                    }
+                    run_end += PAGE_SIZE << dorder;
+                }
+                if run_end - a >= want {
+                    return self.carve_run(a, run_end, npages);
+                }
+                // SAFETY: p is on our free list.
+                p = unsafe { (*p).next };
+            }
+        }
+        core::ptr::null_mut()
+    }
+
+    /// Takes the free blocks of `[a, run_end)` off the lists, keeps the
+    /// first `npages` pages as one block and gives the rest back.
+    fn carve_run(&mut self, a: usize, run_end: usize, npages: usize) -> *mut Page {
+        let mut clean = true;
+        let mut x = a;
+        while x < run_end {
+            let d = desc_of(x);
+            // SAFETY: d heads a free block of the run (checked by the
+            // caller under the same lock hold).
+            unsafe {
+                let order = (*d).order;
+                clean &= (*d).flags & flags::CLEAN != 0;
+                self.inner.del_free(d);
+                (*d).reset();
+                x += PAGE_SIZE << order;
+            }
+        }
+        let head = desc_of(a);
+        // SAFETY: the run's descriptors are all None now; it is ours.
+        unsafe {
+            take_block(head, 0, clean);
+            let rest = (run_end - a) / PAGE_SIZE - npages;
+            if rest > 0 {
+                self.free_range(a + npages * PAGE_SIZE, rest, clean);
+                self.inner.c.pgfree -= rest as u64;
+            }
+        }
+        self.inner.c.exact_runs += 1;
+        head
+    }
+}
+
+impl Zone {
+    /// A block of exactly `npages` pages for `mt` aligned to
+    /// `2^align_order` pages (see [`ZoneGuard::rmqueue_exact`]).
+    pub fn alloc_exact(&self, npages: usize, align_order: u32, mt: MigrateType) -> *mut Page {
+        self.check_below_high(order_for_pages(npages));
+        self.lock().rmqueue_exact(npages, align_order, mt)
+    }
+
+    /// Takes up to `count` blocks of exactly `npages` pages for `mt` in one
+    /// lock hold and puts them on `list` (a pageset's refill, as
+    /// `rmqueue_bulk`). Each comes with kind `None` and its CLEAN flag.
+    /// Returns how many it got.
+    pub fn rmqueue_exact_bulk(
+        &self,
+        npages: usize,
+        count: usize,
+        mt: MigrateType,
+        list: &mut PageList,
+    ) -> usize {
+        let mut g = self.lock();
+        let mut n = 0;
+        while n < count {
+            let p = g.rmqueue_exact(npages, 0, mt);
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: p is a block we now own; it joins the caller's list.
+            unsafe { list.push_back(p) };
+            n += 1;
+        }
+        g.inner.c.bulk_max = g.inner.c.bulk_max.max((n * npages) as u64);
+        n
+    }
+
+    /// Frees the exact block `[page_addr(head), + npages)` to the buddy
+    /// lists.
+    ///
+    /// # Safety
+    /// The block is the caller's, inside online MAX_ORDER blocks of one section of this
+    /// zone, unused, with every descriptor `None` except `head`, whose
+    /// CLEAN flag says whether it was written.
+    pub unsafe fn free_exact(&self, head: *mut Page, npages: usize) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            let clean = (*head).flags & flags::CLEAN != 0;
+            self.lock().free_range(page_addr(head), npages, clean)
+        }
+    }
+}
