@@ -138,6 +138,9 @@ pub mod internals {
         };
     }
     pub use crate::page::{LargeBlock, MigrateType, Page, PageKind, PageList};
+    pub use crate::page_alloc::classes::{
+        class_of as large_class_of, class_pages as large_class_pages, NR_LARGE_CLASSES,
+    };
     pub use crate::page_alloc::knobs::{FreeCountMode, FreeHighThreshold, Heuristics, Knobs};
     pub use crate::page_alloc::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
     pub use crate::page_alloc::zone::{Shrink, StealRules, Zone, ZoneConfig, ZoneWalk, NO_LIMIT};

@@ -1,6 +1,7 @@
 //! Scripted sequences on one pageset in front of a fixed test zone, with
 //! the exact values the seed 000 formulas give.
 
+use pcpalloc::internals::large_class_of as class_of;
 use pcpalloc::internals::page_addr;
 use pcpalloc::internals::Pageset;
 use pcpalloc::internals::PAGE_SIZE;
@@ -341,4 +342,81 @@ fn ablation_base_drains_on_every_high_order_burst() {
     assert_eq!(c.free_high, 1);
     assert_eq!(s.count, 0, "v6.6 free_high drains everything");
     z.check_invariants();
+}
+
+/// The large lists of one pageset through a scripted sequence: a block
+/// freed waits on its class's list and serves the next request of the
+/// class; frees past `high` give the coldest blocks back and are
+/// remembered, so the next miss grows `high` by what it takes; a tick
+/// decays `high` by an eighth and gives the excess back; an idle pageset
+/// gives everything back.
+#[test]
+fn large_lists_tune_high_like_a_pageset() {
+    let z = TestZone::new(1 << 30);
+    let ps = Pageset::new();
+    let class = class_of(64); // 64 pages, 256 KiB
+    let take = |ps: &Pageset| {
+        let (p, c) = ps.alloc_large(&z, class, &K, false);
+        assert!(!p.is_null());
+        assert_eq!(c, class);
+        p
+    };
+    let give = |ps: &Pageset, p: *mut Page| {
+        // SAFETY: an exact block of the class, ours; written (dirty).
+        unsafe {
+            (*p).flags = 0;
+            ps.free_large(&z, p, class, &K, false);
+        }
+    };
+    let state = |ps: &Pageset| {
+        let (_, c) = ps.snapshot();
+        (c.large_count as usize, c.large_high as usize)
+    };
+    // A first block comes from the zone; freed, it waits on its list.
+    let a = take(&ps);
+    give(&ps, a);
+    let (count, high) = state(&ps);
+    assert_eq!(count, 64);
+    let high_min = high;
+    assert!(high_min >= 512, "high starts at high_min ({high_min})");
+    assert_eq!(take(&ps), a, "the freed block serves its class again");
+    give(&ps, a);
+    // Hold more than high, then free it all: past high the coldest go
+    // back down to high - high/8.
+    let n = high_min / 64 + 4;
+    let blocks: Vec<_> = (0..n).map(|_| take(&ps)).collect();
+    for &p in &blocks {
+        give(&ps, p);
+    }
+    let (count, high) = state(&ps);
+    assert_eq!(high, high_min, "frees alone never grow high");
+    assert!(count <= high, "{count} pages held over high {high}");
+    let (_, c) = ps.snapshot();
+    let given_back = c.large_drained_pages as usize;
+    assert!(given_back >= 4 * 64, "the excess went back: {given_back}");
+    // Misses after those give-backs grow high by what each takes.
+    let held: Vec<_> = (0..n).map(|_| take(&ps)).collect();
+    let (_, grown) = state(&ps);
+    assert!(
+        grown > high,
+        "misses after give-backs grow high ({high} -> {grown})"
+    );
+    assert_eq!((grown - high) % 64, 0, "high grows by whole blocks");
+    for &p in &held {
+        give(&ps, p);
+    }
+    // A tick decays high by an eighth (not below high_min) and gives the
+    // excess back.
+    let (_, before) = state(&ps);
+    ps.tick(&z, &K);
+    let (count, after) = state(&ps);
+    assert_eq!(after, (before - before / 8).max(high_min));
+    assert!(count <= after);
+    // Idle for PCP_EXPIRE_TICKS: everything goes back; the zone agrees.
+    for _ in 0..4 {
+        ps.tick(&z, &K);
+    }
+    assert_eq!(state(&ps).0, 0);
+    let walk = z.check_invariants();
+    assert_eq!((walk.pcp, walk.used), (0, 0));
 }
