@@ -143,7 +143,9 @@ pub mod internals {
     };
     pub use crate::page_alloc::knobs::{FreeCountMode, FreeHighThreshold, Heuristics, Knobs};
     pub use crate::page_alloc::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
-    pub use crate::page_alloc::zone::{Shrink, StealRules, Zone, ZoneConfig, ZoneWalk, NO_LIMIT};
+    pub use crate::page_alloc::zone::{
+        Shrink, StealRules, ThpPolicy, Zone, ZoneConfig, ZoneWalk, NO_LIMIT,
+    };
     pub use crate::page_alloc::{PageAllocator, Pages};
     pub use crate::runtime::settings::{PcpMode, SETTINGS, TUNABLES};
     pub use crate::runtime::tick::{background_running, pause, tick};

@@ -10,12 +10,13 @@
 //! takes back the slabs thread heaps parked, sweeps abandoned thread heaps,
 //! unmaps cached huge blocks that stayed idle, gives free memory that
 //! stayed idle for a tick back to the OS, and takes whole free blocks that
-//! stayed given back for two more offline.
+//! stayed given back for two more offline; and, as khugepaged, collapses
+//! dense pageblocks into huge pages once the heap asks for them.
 
 use crate::large::huge::HugeBlocks;
 use crate::page_alloc::pcp::Pageset;
 use crate::page_alloc::zone::watermark::WMARK_HIGH;
-use crate::page_alloc::zone::Shrink;
+use crate::page_alloc::zone::{Shrink, ThpPolicy};
 use crate::page_alloc::PageAllocator;
 use crate::slab::HeapRegistry;
 
@@ -34,6 +35,9 @@ pub struct TickWork {
     /// calling thread's CPU's (the runtime), a fixed one where the outcome
     /// must not depend on where the tick runs (the replay).
     pub home: *const Pageset,
+    /// Collapse pageblocks into huge pages (copies up to 64 MiB: for a
+    /// background thread, not for a tick run inline on a program's thread).
+    pub collapse: bool,
 }
 
 /// Runs one tick over `pages`, `heaps` and `huge`. Returns the bytes given
@@ -56,6 +60,12 @@ pub fn tick(
     heaps.collect_abandoned(&home);
     let unmapped = huge.tick(&zone.budget, zone.epoch());
     if work.release_memory {
+        if work.collapse {
+            zone.collapse_some();
+            if zone.thp_active() && zone.thp_policy() == ThpPolicy::Dense {
+                huge.thp_sweep();
+            }
+        }
         unmapped
             + zone.release_idle(1, zone.wmark(WMARK_HIGH))
             + zone.shrink(Shrink::Idle(OFFLINE_IDLE_TICKS), OFFLINE_PER_TICK)

@@ -46,6 +46,10 @@ use crate::sys;
 const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"
 /// Pageblocks per section.
 pub const PAGEBLOCKS_PER_SECTION: usize = SECTION_SIZE >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
+/// Pageblocks in a MAX_ORDER block.
+const PAGEBLOCKS_PER_BLOCK: usize = MAX_ORDER_BYTES >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
+/// Words of a bitmap with a bit per pageblock of a section.
+const COLLAPSE_WORDS: usize = PAGEBLOCKS_PER_SECTION.div_ceil(64);
 
 /// The header of a section, stored in the descriptor slots of its own
 /// metadata pages.
@@ -75,6 +79,10 @@ pub struct SectionHeader {
     /// Written under the zone lock; read racily by the pcp free path, as the
     /// kernel's get_pfnblock_migratetype does.
     pub pageblock_mt: [AtomicU8; PAGEBLOCKS_PER_SECTION],
+    /// Pageblocks that may still be in 4 KiB pages though huge pages are
+    /// asked for now (see `zone/thp.rs`), bit per pageblock of the
+    /// section. Zone lock.
+    pub collapse_pending: [u64; COLLAPSE_WORDS],
     /// One bit per page: the page is charged to the budget — handed out
     /// since it was last given back to the OS, so it may be resident (see
     /// `zone/budget.rs`). Zone sections only, under the zone lock.
@@ -86,6 +94,46 @@ pub struct SectionHeader {
 const _: () = assert!(
     core::mem::size_of::<SectionHeader>() <= (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE
 );
+
+/// Marks the pageblocks of the blocks in `online` as candidates for
+/// collapsing into huge pages (see `zone/thp.rs`).
+///
+/// # Safety
+/// `h` is a live zone section header whose zone lock is held.
+pub unsafe fn mark_collapse_candidates(h: *mut SectionHeader, online: u64) {
+    let mut bits = online & BLOCK_BITS;
+    while bits != 0 {
+        let b = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        for pb in b * PAGEBLOCKS_PER_BLOCK..(b + 1) * PAGEBLOCKS_PER_BLOCK {
+            // SAFETY: forwarded contract.
+            unsafe { (*h).collapse_pending[pb / 64] |= 1 << (pb % 64) };
+        }
+    }
+}
+
+/// Takes the next pageblock to consider for a collapse — the address of a
+/// marked pageblock whose block is still online — or `None` when none is
+/// left.
+///
+/// # Safety
+/// As [`mark_collapse_candidates`].
+pub unsafe fn take_collapse_candidate(h: *mut SectionHeader) -> Option<usize> {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let online = (*h).online.load(Ordering::Relaxed);
+        for w in 0..(*h).collapse_pending.len() {
+            while (*h).collapse_pending[w] != 0 {
+                let pb = w * 64 + (*h).collapse_pending[w].trailing_zeros() as usize;
+                (*h).collapse_pending[w] &= !(1 << (pb % 64));
+                if online & (1 << (pb / PAGEBLOCKS_PER_BLOCK)) != 0 {
+                    return Some(h as usize + pb * (MAX_ORDER_BYTES / PAGEBLOCKS_PER_BLOCK));
+                }
+            }
+        }
+        None
+    }
+}
 
 /// Counts the pages of `[addr, addr + pages)` (inside one section) whose
 /// charged bit is not set, and sets them if `set`, or counts those set and
@@ -341,6 +389,7 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         ptr::addr_of_mut!((*h).dead).write(0);
         ptr::addr_of_mut!((*h).reserved).write(reserved);
         ptr::addr_of_mut!((*h).premapped).write(if reserved { 0 } else { 1 << 1 });
+        ptr::addr_of_mut!((*h).collapse_pending).write([0; COLLAPSE_WORDS]);
     }
     SECTION_ZONE[slot].store(zone, Ordering::Relaxed);
     SECTIONS[slot].store(base as usize, Ordering::Release);

@@ -6,15 +6,17 @@
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::geometry::{NR_PAGE_ORDERS, PAGE_SIZE};
+use crate::geometry::{MAX_ORDER_BYTES, NR_PAGE_ORDERS, PAGE_SIZE};
 use crate::large::huge::{HugeBlocks, HugeUsage};
 use crate::page::{MigrateType, MIGRATE_TYPES};
 use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
 use crate::page_alloc::zone::ZoneSnapshot;
 use crate::page_alloc::PageAllocator;
 use crate::runtime::settings::SETTINGS;
+use crate::section;
 use crate::slab::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
 use crate::slab::HeapRegistry;
+use crate::sys;
 use crate::util::buf::FixedBuf;
 
 /// Calls to C++'s operators through `libpcpalloc.so`, counted while the
@@ -73,6 +75,9 @@ pub struct Bytes {
     /// every mapping of the heap: zone blocks, their page descriptors, huge
     /// blocks): what the heap adds to the process's RSS.
     pub resident: u64,
+    /// Of `resident`, the bytes in transparent huge pages (the heap's
+    /// mappings' `AnonHugePages` in `/proc/self/smaps`; see `PCPALLOC_THP`).
+    pub huge_pages: u64,
     /// Address space the heap has made accessible: the zone's online
     /// blocks and the huge blocks, live and cached (page descriptors
     /// excluded). Pages never touched, or given back, count here but are
@@ -140,6 +145,9 @@ pub struct Stats {
     pub huge: HugeUsage,
     /// What reclaims gave back.
     pub reclaim: ReclaimCounters,
+    /// Huge pages: whether the zone asks for them now (`PCPALLOC_THP`), and
+    /// pageblocks collapsed into them by the tick.
+    pub thp: (bool, u64),
     /// Maintenance ticks run; whether the background thread runs.
     pub ticks: u64,
     /// Whether the background maintenance thread is running.
@@ -185,6 +193,10 @@ impl Stats {
             remote_frees: 0,
             huge,
             reclaim: parts.reclaim,
+            thp: (
+                parts.pages.zone.thp_active(),
+                parts.pages.zone.thp_collapsed() as u64,
+            ),
             ticks: parts.ticks,
             background: parts.background,
             cxx: core::array::from_fn(|i| CXX_CALLS[i].load(Relaxed)),
@@ -231,6 +243,10 @@ impl Stats {
             allocated: in_use.small + in_use.large + huge.live_bytes as u64,
             active: out_pages * page + huge_live_mapped,
             resident: (parts.pages.zone.resident_bytes() + parts.huge.resident_bytes()) as u64,
+            huge_pages: sys::huge_page_bytes(&|a| {
+                section::is_ours(a)
+                    || section::giant_desc(a.next_multiple_of(MAX_ORDER_BYTES)).is_some()
+            }) as u64,
             mapped: zone.managed as u64 * page + huge.bytes as u64,
             charged: zone.budget_used as u64,
             peak_charged: zone.budget_peak as u64,
@@ -276,6 +292,7 @@ impl Stats {
             "allocated_bytes" => b.allocated,
             "active_bytes" => b.active,
             "resident_bytes" => b.resident,
+            "huge_page_bytes" => b.huge_pages,
             "mapped_bytes" => b.mapped,
             "charged_bytes" => b.charged,
             "peak_charged_bytes" => b.peak_charged,
@@ -395,6 +412,8 @@ impl Stats {
             "reclaim_huge_bytes" => self.reclaim.huge_bytes,
             "reclaim_offline_bytes" => self.reclaim.offline_bytes,
             "reclaim_released_bytes" => self.reclaim.released_bytes,
+            "thp_active" => u8::from(self.thp.0),
+            "thp_collapsed_pageblocks" => self.thp.1,
             "ticks" => self.ticks,
             "background_thread" => u8::from(self.background),
             "cxx_new" => self.cxx[CxxCall::New as usize],

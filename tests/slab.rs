@@ -57,6 +57,7 @@ impl Env {
             TickWork {
                 release_memory: false,
                 home: std::ptr::null(),
+                collapse: false,
             },
         );
     }

@@ -32,7 +32,7 @@
 //! Every huge block is also on one list (under the cache lock), so the
 //! stats can ask the OS how much of them is resident.
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_META_BYTES, SECTION_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
@@ -135,6 +135,9 @@ pub struct HugeBlocks {
     bytes: AtomicUsize,
     allocs: AtomicU64,
     hits: AtomicU64,
+    /// Blocks mapped before huge pages were asked for have been advised
+    /// (see [`HugeBlocks::thp_sweep`]).
+    thp_swept: AtomicBool,
     state: Locked<State>,
 }
 
@@ -159,6 +162,11 @@ pub struct HugeUsage {
     /// The cache's auto-tuned limit in bytes.
     pub cache_high: usize,
 }
+
+/// Most blocks [`HugeBlocks::thp_sweep`] collapses.
+const THP_SWEEP_BLOCKS: usize = 16;
+/// A transparent huge page (a pageblock).
+const THP_BYTES: usize = crate::geometry::PAGEBLOCK_NR_PAGES * PAGE_SIZE;
 
 /// Where a huge block aligned to `align` starts in its section, or `None`
 /// for an alignment a section cannot give (a giant block).
@@ -204,6 +212,7 @@ impl HugeBlocks {
             bytes: AtomicUsize::new(0),
             allocs: AtomicU64::new(0),
             hits: AtomicU64::new(0),
+            thp_swept: AtomicBool::new(false),
             state: Locked::new(State {
                 entries: [Entry {
                     block: core::ptr::null_mut(),
@@ -221,7 +230,16 @@ impl HugeBlocks {
     /// A huge block of `size` bytes aligned to `align` (a power of two),
     /// zeroed if `zero`: from the cache, or mapped (charging `budget`).
     /// Null when the budget or the OS says no, or the size is absurd.
-    pub fn alloc(&self, budget: &Budget, size: usize, align: usize, zero: bool) -> *mut u8 {
+    /// `thp`: advise a freshly mapped block for huge pages (`Some(true)`),
+    /// against them (`Some(false)`), or leave it to the system (`None`).
+    pub fn alloc(
+        &self,
+        budget: &Budget,
+        size: usize,
+        align: usize,
+        zero: bool,
+        thp: Option<bool>,
+    ) -> *mut u8 {
         let Some(len) = size.checked_next_multiple_of(PAGE_SIZE) else {
             return core::ptr::null_mut();
         };
@@ -229,7 +247,7 @@ impl HugeBlocks {
             return core::ptr::null_mut();
         }
         let Some(offset) = block_offset(align) else {
-            return self.alloc_giant(budget, len, align);
+            return self.alloc_giant(budget, len, align, thp);
         };
         if let Some(p) = self.take_cached(budget, len, offset) {
             if zero {
@@ -248,11 +266,11 @@ impl HugeBlocks {
         // SAFETY: a fresh huge section's head descriptor, ours; its memory
         // reads as zero.
         let b = unsafe { make_huge(head, len / PAGE_SIZE, len, 0) };
-        self.note_mapped(b, len)
+        self.note_mapped(b, len, thp)
     }
 
     /// A giant block (aligned to a section or more): never cached.
-    fn alloc_giant(&self, budget: &Budget, len: usize, align: usize) -> *mut u8 {
+    fn alloc_giant(&self, budget: &Budget, len: usize, align: usize, thp: Option<bool>) -> *mut u8 {
         let Some(charge) = budget.charge(cost(len)) else {
             return core::ptr::null_mut();
         };
@@ -262,11 +280,14 @@ impl HugeBlocks {
         charge.keep();
         // SAFETY: a fresh giant block's descriptor, ours.
         let b = unsafe { make_huge(head, len / PAGE_SIZE, len, flags::GIANT) };
-        self.note_mapped(b, len)
+        self.note_mapped(b, len, thp)
     }
 
-    /// Counts and lists a block just mapped; returns its address.
-    fn note_mapped(&self, b: *mut LargeBlock, len: usize) -> *mut u8 {
+    /// Counts, lists and advises a block just mapped; returns its address.
+    fn note_mapped(&self, b: *mut LargeBlock, len: usize, thp: Option<bool>) -> *mut u8 {
+        if let Some(on) = thp {
+            sys::advise_huge(block_addr(b) as *mut u8, len, on);
+        }
         // SAFETY: b is a fresh block of ours, on no list.
         unsafe { self.state.lock().link(b) };
         self.live.fetch_add(1, Relaxed);
@@ -578,6 +599,50 @@ impl HugeBlocks {
             b = unsafe { (*b).next };
         }
         pages * PAGE_SIZE
+    }
+
+    /// Once huge pages are asked for the heap (`PCPALLOC_THP=dense`, past
+    /// its threshold): advises the blocks mapped before for huge pages too,
+    /// and collapses the mostly resident ones (MADV_COLLAPSE), as the zone's
+    /// tick does for its pageblocks. Runs once; returns the bytes collapsed.
+    pub fn thp_sweep(&self) -> usize {
+        if self.thp_swept.swap(true, Relaxed) {
+            return 0;
+        }
+        let mut todo = [(0usize, 0usize); THP_SWEEP_BLOCKS];
+        let mut n = 0;
+        {
+            let c = self.state.lock();
+            let mut b = c.all;
+            while !b.is_null() {
+                let a = block_addr(b);
+                // SAFETY: listed blocks are ours and mapped; read under
+                // the lock.
+                let len = unsafe { (*b).len };
+                sys::advise_huge(a as *mut u8, len, true);
+                if n < THP_SWEEP_BLOCKS {
+                    todo[n] = (a, len);
+                    n += 1;
+                }
+                // SAFETY: as above.
+                b = unsafe { (*b).next };
+            }
+        }
+        // Outside the lock (a collapse copies): a block freed meanwhile is
+        // unmapped and the call fails, harmlessly.
+        let mut done = 0;
+        for &(a, len) in &todo[..n] {
+            let first = a.next_multiple_of(THP_BYTES);
+            let end = (a + len) & !(THP_BYTES - 1);
+            if end <= first {
+                continue;
+            }
+            let resident = sys::resident_pages(first as *const u8, end - first) * PAGE_SIZE;
+            if resident * 8 >= (end - first) * 7 && sys::collapse(first as *mut u8, end - first) {
+                done += end - first;
+            }
+        }
+        done
     }
 
     /// The counters.

@@ -234,7 +234,10 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         tick::on_slow_path();
         let h = current_heap();
-        return reclaim::or_reclaim(h, || HUGE.alloc(&PAGES.zone.budget, size, align, zero));
+        let thp = PAGES
+            .zone
+            .thp_advice(PAGES.managed_bytes() + HUGE.bytes() + size);
+        return reclaim::or_reclaim(h, || HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp));
     }
     if tls::exited() {
         return late::alloc_large(size, align, zero);

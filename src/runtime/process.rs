@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering:
 use crate::geometry::{MAX_SECTIONS, PAGE_SIZE, SECTION_SIZE};
 use crate::large::huge::HugeBlocks;
 use crate::page_alloc::pcp::tune;
-use crate::page_alloc::zone::{StealRules, ZoneConfig, NO_LIMIT};
+use crate::page_alloc::zone::{StealRules, ThpPolicy, ZoneConfig, NO_LIMIT};
 use crate::page_alloc::{PageAllocator, Pages};
 use crate::report;
 use crate::runtime::settings::{self, PcpMode, SETTINGS};
@@ -157,6 +157,7 @@ fn init() -> bool {
         size,
         nr_cpus: sys::nr_cpus_online(),
         high_fraction: SETTINGS.high_fraction.load(Relaxed),
+        thp: ThpPolicy::from_u32(SETTINGS.thp.load(Relaxed)),
         steal: if SETTINGS.steal_seed_004.load(Relaxed) {
             StealRules::SEED_004
         } else {

@@ -18,6 +18,7 @@ use crate::page_alloc::knobs::{
     parse_heuristics, write_heuristics, FreeCountMode, FreeHighThreshold, Heuristics, Knobs,
     MAX_BATCH_SCALE_MAX,
 };
+use crate::page_alloc::zone::ThpPolicy;
 use crate::sys;
 use crate::util::{buf::FixedBuf, parse_size, parse_u64};
 
@@ -116,6 +117,8 @@ pub struct Settings {
     pub stats_at_exit: AtomicBool,
     /// Seed 004 stealing rules on.
     pub steal_seed_004: AtomicBool,
+    /// Transparent huge pages for the heap: ThpPolicy as u32.
+    pub thp: AtomicU32,
     /// Where the report at exit goes (`PCPALLOC_STATS_FILE`; unset:
     /// stderr).
     pub stats_file: PathSetting,
@@ -133,6 +136,7 @@ pub static SETTINGS: Settings = Settings {
     background: AtomicBool::new(true),
     stats_at_exit: AtomicBool::new(false),
     steal_seed_004: AtomicBool::new(true),
+    thp: AtomicU32::new(ThpPolicy::DEFAULT as u32),
     stats_file: PathSetting::new(),
     trace_prefix: PathSetting::new(),
 };
@@ -403,6 +407,23 @@ pub static TUNABLES: &[Tunable] = &[
             Ok(())
         },
         show: |w, _| w.write_str(if SETTINGS.steal_seed_004.load(Relaxed) { "seed004" } else { "baseline" }),
+    },
+    Tunable {
+        name: "PCPALLOC_THP",
+        values: "never | always | dense",
+        default: "dense",
+        doc: "Transparent huge pages for the heap's pageblocks: never (madvise NOHUGEPAGE), always (MADV_HUGEPAGE on every block), or dense: once the heap passes 64 MiB, where a 2 MiB page is mostly used anyway.",
+        apply: |v| {
+            let p = match v {
+                b"never" => ThpPolicy::Never,
+                b"always" => ThpPolicy::Always,
+                b"dense" => ThpPolicy::Dense,
+                _ => return Err("neither never, always nor dense"),
+            };
+            SETTINGS.thp.store(p as u32, Relaxed);
+            Ok(())
+        },
+        show: |w, _| w.write_str(ThpPolicy::from_u32(SETTINGS.thp.load(Relaxed)).name()),
     },
 ];
 

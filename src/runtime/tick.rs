@@ -52,6 +52,7 @@ pub fn tick() -> usize {
         TickWork {
             release_memory: true,
             home: core::ptr::null(),
+            collapse: THREAD.load(Relaxed) == RUNNING,
         },
     );
     super::late::collect();

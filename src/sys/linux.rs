@@ -219,6 +219,31 @@ pub fn release(p: *mut u8, len: usize) -> bool {
     unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) == 0 }
 }
 
+/// Asks the kernel for transparent huge pages on `[p, p+len)`
+/// (MADV_HUGEPAGE), or to keep them away (MADV_NOHUGEPAGE). A kernel
+/// without THP refuses; nothing else changes then.
+pub fn advise_huge(p: *mut u8, len: usize, on: bool) {
+    let _e = KeepErrno::new();
+    let advice = if on {
+        libc::MADV_HUGEPAGE
+    } else {
+        libc::MADV_NOHUGEPAGE
+    };
+    // SAFETY: the range is mapped by us; the advice only changes how the
+    // kernel backs it.
+    unsafe { libc::madvise(p.cast(), len, advice) };
+}
+
+/// Asks the kernel to back `[p, p+len)` (huge-page aligned) with huge
+/// pages now (MADV_COLLAPSE, Linux 6.1+). False if it cannot.
+pub fn collapse(p: *mut u8, len: usize) -> bool {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    let _e = KeepErrno::new();
+    // SAFETY: as in advise_huge; collapse copies the range's pages into a
+    // huge page without changing its contents.
+    unsafe { libc::madvise(p.cast(), len, MADV_COLLAPSE) == 0 }
+}
+
 /// Gives `[p, p+len)` of a reservation back to the OS entirely: its
 /// memory and its commit charge go, and the range is inaccessible again
 /// (as after [`reserve`]) until [`commit`]ted. False if the OS refused
@@ -638,6 +663,85 @@ fn mem_total() -> Option<u64> {
     let rest = line[b"MemTotal:".len()..].trim_ascii();
     let digits = rest.split(|&c| c == b' ').next()?;
     parse_u64(digits)?.checked_mul(1024)
+}
+
+/// Bytes in transparent huge pages (`AnonHugePages` of `/proc/self/smaps`)
+/// over the mappings whose start address `ours` claims. Streams the file
+/// through a stack buffer; 0 when it cannot be read. Costs a walk of every
+/// mapping of the process: for reports, not for paths.
+pub fn huge_page_bytes(ours: &dyn Fn(usize) -> bool) -> usize {
+    const FIELD: &[u8] = b"AnonHugePages:";
+    let _e = KeepErrno::new();
+    // SAFETY: the path is NUL-terminated; O_CLOEXEC keeps the fd out of
+    // children.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/smaps".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return 0;
+    }
+    let mut buf = [0u8; 4096];
+    let (mut len, mut total, mut counting) = (0usize, 0usize, false);
+    loop {
+        // SAFETY: the destination is the unused tail of buf.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(len).cast(), buf.len() - len) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        len += n as usize;
+        let mut start = 0;
+        while let Some(nl) = buf[start..len].iter().position(|&c| c == b'\n') {
+            let line = &buf[start..start + nl];
+            if line.starts_with(FIELD) {
+                if counting {
+                    total += parse_decimal(&line[FIELD.len()..]) << 10;
+                }
+            } else if let Some(dash) = line.iter().position(|&c| c == b'-') {
+                // A mapping's header, "start-end perms ...": field lines
+                // are "Name: value" and have no '-' before a ':'.
+                if line[..dash].iter().all(u8::is_ascii_hexdigit) && dash > 0 {
+                    counting = ours(parse_hex(&line[..dash]));
+                }
+            }
+            start += nl + 1;
+        }
+        if start == 0 && len == buf.len() {
+            start = len; // a line longer than the buffer: skip it
+        }
+        buf.copy_within(start..len, 0);
+        len -= start;
+    }
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    total
+}
+
+/// The decimal number after any spaces at the start of `s`.
+fn parse_decimal(s: &[u8]) -> usize {
+    s.iter()
+        .skip_while(|&&c| c == b' ')
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0usize, |v, &c| {
+            v.saturating_mul(10).saturating_add(usize::from(c - b'0'))
+        })
+}
+
+/// The hexadecimal number `s`.
+fn parse_hex(s: &[u8]) -> usize {
+    s.iter().fold(0usize, |v, &c| {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => c - b'A' + 10,
+        };
+        (v << 4) | usize::from(d)
+    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod measure;
 mod preload;
 mod sections;
 mod shapes;
+mod thp;
 
 use std::time::Instant;
 
@@ -61,13 +62,13 @@ Options:
   --quick             fewer and shorter runs (about two minutes)
   --secs N            seconds per throughput run
   --runs N            runs per point (the median is reported)
-  --only A,B          only these sections: compare ablation pcp burst latency plot preload band instructions
+  --only A,B          only these sections: compare ablation pcp burst latency plot preload band thp instructions
   --baseline SO       also run the C programs with this libpcpalloc.so (an earlier build) as \"before\"
   -h, --help          this text
 ";
 
 /// The section names `--only` accepts.
-const SECTION_NAMES: [&str; 9] = [
+const SECTION_NAMES: [&str; 10] = [
     "compare",
     "ablation",
     "pcp",
@@ -76,6 +77,7 @@ const SECTION_NAMES: [&str; 9] = [
     "plot",
     "preload",
     "band",
+    "thp",
     "instructions",
 ];
 

@@ -135,6 +135,7 @@ impl Machine {
             nr_cpus: setup.cpus,
             high_fraction: 0,
             steal: StealRules::SEED_004,
+            thp: pcpalloc::internals::ThpPolicy::Never,
         });
         assert!(pa.pagesets.init_cpu_sets(setup.cpus, setup.free_high_batch));
         pa.set_knobs(setup.knobs);
@@ -198,6 +199,7 @@ impl Machine {
             TickWork {
                 release_memory: false,
                 home: self.pageset(0),
+                collapse: false,
             },
         );
         self.out.ticks += 1;

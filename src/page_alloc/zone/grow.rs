@@ -54,6 +54,9 @@ impl ZoneGuard<'_> {
             return false;
         };
         let blocks = charge.bytes() / BLOCK_COST;
+        // Huge pages turn on before the blocks that cross the threshold go
+        // online, so those are advised from their first touch.
+        self.update_thp(blocks * MAX_ORDER_PAGES);
         let mut added = 0;
         while added < blocks {
             let Some((h, b)) = self.block_slot() else {
@@ -69,6 +72,7 @@ impl ZoneGuard<'_> {
                 continue; // that address is taken: the block is dead now
             }
             let addr = h as usize + b * MAX_ORDER_BYTES;
+            self.advise_block(addr);
             for pb in 0..(MAX_ORDER_PAGES / PAGEBLOCK_NR_PAGES) {
                 section::set_pageblock_mt(
                     addr + pb * PAGEBLOCK_NR_PAGES * PAGE_SIZE,

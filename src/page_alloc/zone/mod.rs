@@ -22,6 +22,7 @@
 //! - `grow.rs`: blocks online and offline;
 //! - `exact.rs`: blocks of exactly n pages, and runs of free blocks;
 //! - `release.rs`: idle memory back to the OS;
+//! - `thp.rs`: transparent huge pages for the zone's blocks;
 //! - `check.rs`: the invariant walk.
 //!
 //! Locking: one zone lock ([`crate::sync::Locked`]) guards [`ZoneInner`].
@@ -37,6 +38,7 @@ mod exact;
 mod fallback;
 mod grow;
 mod release;
+mod thp;
 pub mod watermark;
 
 use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::Relaxed};
@@ -58,6 +60,44 @@ use crate::sync::{Guard, Locked};
 /// path once the zone is back above the watermark.
 pub const ZONE_BELOW_HIGH: u32 = 1 << 0;
 
+/// Transparent huge pages for the zone's memory, as the kernel's
+/// `transparent_hugepage/enabled` but for this heap (see `thp.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpPolicy {
+    /// madvise(MADV_NOHUGEPAGE) on every block: no huge page, even where
+    /// the system would give one.
+    Never = 0,
+    /// madvise(MADV_HUGEPAGE) on every block from the start.
+    Always = 1,
+    /// madvise(MADV_HUGEPAGE) once the heap has grown past
+    /// `THP_DENSE_MIN_BYTES`: a small program keeps the RSS of 4 KiB pages,
+    /// a large heap — whose pageblocks are mostly used — gets huge pages.
+    Dense = 2,
+}
+
+impl ThpPolicy {
+    /// The default, chosen by the measurements in the README.
+    pub const DEFAULT: ThpPolicy = ThpPolicy::Dense;
+
+    /// The policy stored as `v`.
+    pub fn from_u32(v: u32) -> ThpPolicy {
+        match v {
+            0 => ThpPolicy::Never,
+            1 => ThpPolicy::Always,
+            _ => ThpPolicy::Dense,
+        }
+    }
+
+    /// Its name, as `PCPALLOC_THP` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThpPolicy::Never => "never",
+            ThpPolicy::Always => "always",
+            ThpPolicy::Dense => "dense",
+        }
+    }
+}
+
 /// How a zone is sized and behaves; fixed when the zone is configured.
 #[derive(Clone, Copy, Debug)]
 pub struct ZoneConfig {
@@ -72,6 +112,8 @@ pub struct ZoneConfig {
     pub high_fraction: usize,
     /// Seed 004 stealing rules.
     pub steal: StealRules,
+    /// Transparent huge pages.
+    pub thp: ThpPolicy,
 }
 
 impl ZoneConfig {
@@ -83,6 +125,7 @@ impl ZoneConfig {
             nr_cpus: 1,
             high_fraction: 0,
             steal: StealRules::SEED_004,
+            thp: ThpPolicy::Never,
         }
     }
 }
@@ -108,6 +151,13 @@ pub struct Zone {
     /// Mirror of the maintenance epoch (ticks run), for readers without
     /// the lock.
     epoch: AtomicU32,
+    /// The huge-page policy ([`ThpPolicy`] as u8).
+    thp: AtomicU8,
+    /// Whether the zone's blocks are advised for huge pages now (always,
+    /// or dense once the heap is large enough).
+    thp_active: core::sync::atomic::AtomicBool,
+    /// Pageblocks the tick collapsed into huge pages (`thp.rs`).
+    thp_collapsed: AtomicUsize,
     /// The memory budget (limit and bytes mapped).
     pub budget: Budget,
 }
@@ -129,6 +179,9 @@ impl Zone {
             high_fraction: AtomicUsize::new(0),
             steal: AtomicU8::new(StealRules::SEED_004.to_bits()),
             epoch: AtomicU32::new(0),
+            thp: AtomicU8::new(ThpPolicy::Never as u8),
+            thp_active: core::sync::atomic::AtomicBool::new(false),
+            thp_collapsed: AtomicUsize::new(0),
             budget: Budget::new(),
         }
     }
@@ -140,7 +193,9 @@ impl Zone {
         self.nr_cpus.store(cfg.nr_cpus.max(1), Relaxed);
         self.high_fraction.store(cfg.high_fraction, Relaxed);
         self.steal.store(cfg.steal.to_bits(), Relaxed);
+        self.thp.store(cfg.thp as u8, Relaxed);
         g.update_sizes();
+        g.update_thp(0);
     }
 
     /// A zone configured with `cfg` (tests and benchmarks; the allocator's

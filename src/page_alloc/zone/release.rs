@@ -45,8 +45,13 @@ impl Zone {
                 let mut g = self.lock();
                 let z = &mut *g.inner;
                 let epoch = z.epoch;
+                // With huge pages, 4 KiB of a pageblock given back would
+                // split its huge page: only whole pageblocks go, unless
+                // everything must (trim, reclaim: keep_dirty 0), the zone
+                // is under pressure, or the heap is no longer dense.
+                let whole_only = keep_dirty > 0 && !self.below_high() && self.keep_huge_whole(z);
                 'orders: for order in (0..=MAX_PAGE_ORDER).rev() {
-                    if order < PAGEBLOCK_ORDER && z.dirty_free() <= keep_dirty {
+                    if order < PAGEBLOCK_ORDER && (whole_only || z.dirty_free() <= keep_dirty) {
                         break;
                     }
                     for mt in 0..MIGRATE_TYPES {

@@ -35,6 +35,7 @@ pub static SECTIONS: &[(&str, Section)] = &[
     ("plot", plot::autotune_plot),
     ("preload", crate::preload::section),
     ("band", crate::band::section),
+    ("thp", crate::thp::section),
     ("instructions", crate::preload::instructions),
 ];
 

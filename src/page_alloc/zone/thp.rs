@@ -1,0 +1,170 @@
+//! Transparent huge pages for the zone's memory.
+//!
+//! A pageblock is 2 MiB, the x86-64 huge page, and sections are aligned so
+//! every pageblock is huge-page aligned: a pageblock the kernel backs with
+//! one huge page costs one TLB entry instead of 512. Most distributions
+//! ship THP in `madvise` mode, so the heap has to ask (`MADV_HUGEPAGE`), as
+//! the kernel's own policy knob would:
+//!
+//! - `never`: `MADV_NOHUGEPAGE` on every block, so the heap stays in 4 KiB
+//!   pages even where the system would give huge ones;
+//! - `always`: `MADV_HUGEPAGE` on every block as it goes online;
+//! - `dense`: nothing until the heap has grown past [`THP_DENSE_MIN_BYTES`],
+//!   then `MADV_HUGEPAGE` on every block. A huge page is worth it where its
+//!   2 MiB are mostly in use; in a small heap they are not (a first touch
+//!   faults in the whole 2 MiB), which is what makes a small program's RSS
+//!   double under an allocator that asks for huge pages everywhere.
+//!
+//! Once huge pages are asked for, idle memory goes back only as whole
+//! pageblocks (`release.rs`): giving back 4 KiB of a huge page would split
+//! it, and a pageblock in use keeps its huge page — unless the zone is
+//! under pressure (BELOW_HIGH) or everything is being given back (trim,
+//! reclaim). Pageblocks faulted in before huge pages were asked for are
+//! collapsed by the tick where they are dense (`collapse_some`, as
+//! khugepaged would, with MADV_COLLAPSE).
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use crate::geometry::{MAX_ORDER_BYTES, PAGEBLOCK_NR_PAGES, PAGE_SHIFT};
+
+/// A pageblock's bytes: one huge page.
+const PAGEBLOCK_BYTES: usize = PAGEBLOCK_NR_PAGES << PAGE_SHIFT;
+use crate::section;
+use crate::sys;
+
+use super::{ThpPolicy, Zone, ZoneGuard, ZoneInner};
+
+/// The heap size from which `dense` asks for huge pages (64 MiB).
+pub const THP_DENSE_MIN_BYTES: usize = 64 << 20;
+
+impl Zone {
+    /// The huge-page policy.
+    pub fn thp_policy(&self) -> ThpPolicy {
+        ThpPolicy::from_u32(u32::from(self.thp.load(Relaxed)))
+    }
+
+    /// How memory mapped outside the zone for a heap of `heap_bytes` in
+    /// all (a huge block, with itself) is advised: as the zone's blocks
+    /// under `never` and `always`; under `dense` for huge pages once the
+    /// zone is, or the heap has passed [`THP_DENSE_MIN_BYTES`]; `None`
+    /// leaves it to the system.
+    pub fn thp_advice(&self, heap_bytes: usize) -> Option<bool> {
+        match self.thp_policy() {
+            ThpPolicy::Never => Some(false),
+            ThpPolicy::Always => Some(true),
+            ThpPolicy::Dense => {
+                (self.thp_active() || heap_bytes >= THP_DENSE_MIN_BYTES).then_some(true)
+            }
+        }
+    }
+
+    /// Whether idle memory goes back only as whole pageblocks, so that huge
+    /// pages in use stay whole: under `always` once huge pages are on;
+    /// under `dense` while at least half the threshold's pages are handed
+    /// out (not free in the zone) — a heap that has shrunk back is small
+    /// again, and its pages go back 4 KiB at a time as under `never`.
+    pub(super) fn keep_huge_whole(&self, z: &ZoneInner) -> bool {
+        match self.thp_policy() {
+            ThpPolicy::Never => false,
+            ThpPolicy::Always => self.thp_active(),
+            ThpPolicy::Dense => {
+                self.thp_active() && (z.managed - z.free) << PAGE_SHIFT >= THP_DENSE_MIN_BYTES / 2
+            }
+        }
+    }
+
+    /// Whether the zone's blocks are advised for huge pages now.
+    #[inline]
+    pub fn thp_active(&self) -> bool {
+        self.thp_active.load(Relaxed)
+    }
+}
+
+impl ZoneGuard<'_> {
+    /// Advises block `addr` (just online) as the policy says.
+    pub(super) fn advise_block(&self, addr: usize) {
+        match self.zone.thp_policy() {
+            ThpPolicy::Never => sys::advise_huge(addr as *mut u8, MAX_ORDER_BYTES, false),
+            _ if self.zone.thp_active() => sys::advise_huge(addr as *mut u8, MAX_ORDER_BYTES, true),
+            _ => {}
+        }
+    }
+
+    /// Turns huge pages on when the policy says so with `adding` more
+    /// pages about to go online: `always` from the start, `dense` once the
+    /// zone is large enough — then every online block is advised.
+    pub(super) fn update_thp(&mut self, adding: usize) {
+        let zone = self.zone;
+        if zone.thp_active() {
+            return;
+        }
+        let on = match zone.thp_policy() {
+            ThpPolicy::Never => false,
+            ThpPolicy::Always => true,
+            ThpPolicy::Dense => (self.inner.managed + adding) << PAGE_SHIFT >= THP_DENSE_MIN_BYTES,
+        };
+        if !on {
+            return;
+        }
+        zone.thp_active.store(true, Relaxed);
+        section::for_each(zone.tag(), |h| {
+            // SAFETY: h is a live header of this zone; lock held.
+            let bits = unsafe { section::online_bits(h) };
+            for a in section::online_block_addrs(h as usize, bits) {
+                sys::advise_huge(a as *mut u8, MAX_ORDER_BYTES, true);
+            }
+            // What was faulted in before is 4 KiB pages: the tick
+            // collapses it where it is dense (`collapse_some`).
+            // SAFETY: as above.
+            unsafe { section::mark_collapse_candidates(h, bits) };
+        });
+    }
+}
+
+/// Most pageblocks one tick collapses.
+const COLLAPSE_PER_TICK: usize = 32;
+/// A pageblock is collapsed when at least this share of it, in 1/512ths,
+/// is resident (khugepaged's max_ptes_none is 511: any; ours is stricter,
+/// so a sparse pageblock is not filled with zeros).
+const COLLAPSE_MIN_RESIDENT: usize = 448;
+
+impl Zone {
+    /// The tick's share, as khugepaged's: pageblocks that were faulted in
+    /// 4 KiB pages before huge pages were asked for, and are mostly
+    /// resident now, are collapsed into huge pages (MADV_COLLAPSE, Linux
+    /// 6.1+; on an older kernel nothing happens). Returns how many.
+    pub fn collapse_some(&self) -> usize {
+        if !self.thp_active() {
+            return 0;
+        }
+        let mut todo = [0usize; COLLAPSE_PER_TICK];
+        let mut n = 0;
+        {
+            let _g = self.lock();
+            section::for_each(self.tag(), |h| {
+                while n < COLLAPSE_PER_TICK {
+                    // SAFETY: h is a live header of this zone; lock held.
+                    let Some(pb) = (unsafe { section::take_collapse_candidate(h) }) else {
+                        break;
+                    };
+                    todo[n] = pb;
+                    n += 1;
+                }
+            });
+        }
+        let mut done = 0;
+        for &pb in &todo[..n] {
+            let resident = sys::resident_pages(pb as *const u8, PAGEBLOCK_BYTES);
+            if resident >= COLLAPSE_MIN_RESIDENT && sys::collapse(pb as *mut u8, PAGEBLOCK_BYTES) {
+                done += 1;
+            }
+        }
+        self.thp_collapsed.fetch_add(done, Relaxed);
+        done
+    }
+
+    /// Pageblocks collapsed into huge pages so far.
+    pub fn thp_collapsed(&self) -> usize {
+        self.thp_collapsed.load(Relaxed)
+    }
+}

@@ -1,0 +1,126 @@
+//! Issue 19, transparent huge pages: `PCPALLOC_THP` decides whether the
+//! heap's pageblocks are huge pages, and `huge_page_bytes` reports them in
+//! agreement with the kernel's own count (smaps_rollup's AnonHugePages).
+//! Skipped where the kernel has no THP or has it switched off.
+
+mod support;
+
+use support::*;
+
+/// The figures tests/c/thp_policy.c prints, in KiB.
+struct Figures {
+    heap: u64,
+    rollup: u64,
+    stat: u64,
+}
+
+fn thp_policy(policy: &str, mib: u64, wait: &str) -> Figures {
+    let run = on_pcpalloc(
+        "thp_policy",
+        &[&mib.to_string(), wait],
+        &[("PCPALLOC_THP", policy)],
+        LONG,
+    );
+    run.assert_says("thp_policy ok");
+    let out = run.stdout();
+    let field = |name: &str| -> u64 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{}", run.describe()))
+    };
+    Figures {
+        heap: field("heap_kib "),
+        rollup: field("rollup_kib "),
+        stat: field("stat_kib "),
+    }
+}
+
+/// Whether the kernel gives huge pages to a range that asks for them.
+fn thp_available() -> bool {
+    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
+        Ok(s) if !s.contains("[never]") => true,
+        _ => {
+            skip("transparent huge pages are off or missing in this kernel");
+            false
+        }
+    }
+}
+
+/// `never`: no huge page in the heap, even where the system would give
+/// some (`enabled` = always): the report says 0 and so does the kernel.
+#[test]
+fn never_keeps_the_heap_in_small_pages() {
+    if !thp_available() {
+        return;
+    }
+    let f = thp_policy("never", 96, "0");
+    assert_eq!(f.stat, 0, "huge_page_bytes under never");
+    assert!(
+        f.rollup <= 4096,
+        "{} KiB in huge pages under never",
+        f.rollup
+    );
+}
+
+/// `always`: the heap's pageblocks are huge pages from the first touch,
+/// and the report's count is the kernel's (our mappings are the process's
+/// only huge pages, up to the odd pageblock of a libc mapping).
+#[test]
+fn always_backs_the_heap_with_huge_pages_and_counts_them() {
+    if !thp_available() {
+        return;
+    }
+    let f = thp_policy("always", 96, "0");
+    assert!(
+        f.stat * 10 >= f.heap * 8,
+        "only {} of {} KiB in huge pages under always",
+        f.stat,
+        f.heap
+    );
+    assert!(
+        f.stat <= f.rollup,
+        "huge_page_bytes {} KiB > AnonHugePages {} KiB",
+        f.stat,
+        f.rollup
+    );
+    assert!(
+        f.rollup - f.stat <= 4096,
+        "AnonHugePages {} KiB, huge_page_bytes {} KiB: the report misses some",
+        f.rollup,
+        f.stat
+    );
+}
+
+/// `dense` (the default): a small heap stays in 4 KiB pages, as glibc's
+/// (a small program's RSS does not double); a heap past 64 MiB gets huge
+/// pages, and the tick collapses the pageblocks faulted in before, so
+/// nearly all of it ends up huge.
+#[test]
+fn dense_gives_huge_pages_to_large_heaps_only() {
+    if !thp_available() {
+        return;
+    }
+    let small = thp_policy("dense", 16, "0");
+    assert_eq!(small.stat, 0, "a 16 MiB heap has huge pages under dense");
+    let large = thp_policy("dense", 192, "8");
+    assert!(
+        large.stat * 100 >= large.heap * 85,
+        "only {} of {} KiB in huge pages under dense after the tick's collapses",
+        large.stat,
+        large.heap
+    );
+}
+
+/// A bad value gets one line on stderr and the default.
+#[test]
+fn a_bad_policy_falls_back_to_the_default() {
+    let run = on_pcpalloc(
+        "thp_policy",
+        &["8", "0"],
+        &[("PCPALLOC_THP", "sometimes")],
+        QUICK,
+    );
+    run.assert_says("thp_policy ok");
+    assert!(run.stderr().contains("PCPALLOC_THP"), "{}", run.describe());
+}
