@@ -26,9 +26,12 @@ pub fn child_burst(args: &[String]) {
     }
 }
 
-/// One run of burst-idle in a fresh process: (baseline, peak, samples of
-/// (seconds after the frees, RSS)).
-fn burst_run(w: Which, total: usize) -> Option<(u64, u64, Vec<(f64, u64)>)> {
+/// One run of burst-idle: RSS before the burst, its peak, and samples of
+/// (seconds after the frees, RSS).
+type BurstRun = (u64, u64, Vec<(f64, u64)>);
+
+/// One run of burst-idle in a fresh process.
+fn burst_run(w: Which, total: usize) -> Option<BurstRun> {
     let exe = std::env::current_exe().unwrap();
     let o = Command::new(&exe)
         .args(["--child-burst", w.short(), &total.to_string(), "5"])
