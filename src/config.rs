@@ -14,15 +14,19 @@
 //! # fn main() {}
 //! ```
 //!
-//! The settings take effect at the allocator's first allocation. The
-//! environment (`PCPALLOC_*`, see the README's table) overrides them, so a
-//! program built with one configuration can still be tuned without a
-//! rebuild; a setuid or setgid program reads no environment.
+//! Every `PCPALLOC_*` variable has a method here, and every value goes
+//! through the variable's own parser at the allocator's first allocation:
+//! a value the environment would refuse is refused the same way — one line
+//! on stderr (`pcpalloc: ignoring Config::decay_ms(1) (below the minimum
+//! of 10 ms); using the default, 1000`) and the default stays. The
+//! environment (`PCPALLOC_*`, see the README's table) overrides the
+//! `Config`, so a program built with one configuration can still be tuned
+//! without a rebuild; a setuid or setgid program reads no environment.
 
 use crate::page_alloc::knobs::Heuristics as Bits;
-use crate::runtime::settings::{self, PcpMode, Preset};
+use crate::runtime::settings::{self, index_of, ConfigValue, ConfigValues, CONFIG_UNSET};
 
-/// Where the per-CPU page caches (pagesets) live.
+/// Where the per-CPU page caches (pagesets) live (`PCPALLOC_PCP`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pagesets {
     /// One per CPU, as the kernel's (the default).
@@ -31,8 +35,9 @@ pub enum Pagesets {
     PerThread,
 }
 
-/// Which of the kernel's pageset heuristics run: the nine patches of the
-/// PCP auto-tuning series merged in Linux 6.7 (Huang Ying, 2023).
+/// Which of the kernel's pageset heuristics run (`PCPALLOC_HEURISTICS`):
+/// the nine patches of Huang Ying's PCP auto-tuning series ("mm: PCP high
+/// auto-tuning", merged in Linux 6.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Heuristics(u32);
 
@@ -49,68 +54,230 @@ impl Heuristics {
     }
 }
 
+/// What an allocation from a pageset does to its count of consecutively
+/// freed pages, `free_count` (`PCPALLOC_FREE_COUNT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FreeCount {
+    /// Halve it, as Linux 6.7 does (the default).
+    Halve,
+    /// Subtract the pages taken: Nikhil Dhama's first fix ("mm: pcp: fix
+    /// pcp->free_count reduction on page allocation", 2025).
+    Exact,
+}
+
+/// The `free_count` from which consecutive high-order frees drain a
+/// pageset, `free_high` (`PCPALLOC_FREE_HIGH_THRESHOLD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FreeHighThreshold {
+    /// `batch`, as Linux 6.7.
+    Batch,
+    /// `5 × batch`: Nikhil Dhama's second version of the fix.
+    FiveBatch,
+    /// `batch + high_min / 2`, as merged in Linux 6.16 ("mm: pcp: increase
+    /// pcp->free_count threshold to trigger free_high"); the default.
+    BatchPlusHalfHighMin,
+}
+
+/// How a free block of another migratetype is taken over
+/// (`PCPALLOC_STEAL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PageStealing {
+    /// Vlastimil Babka's "page stealing tweaks" (Linux 4.0): split
+    /// buddies always go to the requester, unmovable requests take the
+    /// whole pageblock. The default.
+    Linux4_0,
+    /// The rules of Linux 3.19, before them.
+    Linux3_19,
+}
+
+/// Transparent huge pages for the heap's pageblocks (`PCPALLOC_THP`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HugePages {
+    /// Never: the heap stays in 4 KiB pages (MADV_NOHUGEPAGE).
+    Never,
+    /// Always: every block asks for huge pages from the start.
+    Always,
+    /// Once the heap passes 64 MiB, where a 2 MiB page is mostly used
+    /// anyway (the default).
+    Dense,
+}
+
+/// What the report at exit looks like (`PCPALLOC_STATS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StatsAtExit {
+    /// No report (the default).
+    Off,
+    /// A short summary, then `name value` lines.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
 /// Settings for the global allocator. See the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    preset: Preset,
+    values: ConfigValues,
+}
+
+macro_rules! set {
+    ($self:ident, $name:literal, $v:expr) => {{
+        const I: usize = index_of($name);
+        $self.values[I] = $v;
+        $self
+    }};
 }
 
 impl Config {
-    /// The defaults: the memory limit of the cgroup (else the machine's
-    /// memory), a one-second tick, per-CPU pagesets, every heuristic, no
+    /// The defaults: no memory limit of our own (only the OS and the
+    /// cgroup), a one-second tick, per-CPU pagesets, every heuristic, no
     /// report at exit, a background tick thread.
     pub const fn new() -> Config {
         Config {
-            preset: Preset::DEFAULT,
+            values: CONFIG_UNSET,
         }
     }
 
-    /// The most bytes the heap may map (at least 4 MiB); past it,
-    /// allocations fail (`malloc` returns NULL with ENOMEM). 0 keeps the
-    /// default.
+    /// `PCPALLOC_MEMORY_LIMIT`: the most bytes the heap may hold resident
+    /// (at least 4 MiB); past it, after reclaiming what is cached,
+    /// allocations fail (`malloc` returns NULL with ENOMEM, a Rust
+    /// allocation aborts after one line saying so). 0: no limit (the
+    /// default).
     pub const fn memory_limit(mut self, bytes: usize) -> Config {
-        self.preset.memory_limit = bytes;
-        self
-    }
-
-    /// The maintenance tick in milliseconds (10..=60000): how often
-    /// pagesets decay and idle memory goes back to the OS.
-    pub const fn decay_ms(mut self, ms: u32) -> Config {
-        self.preset.decay_ms = ms;
-        self
-    }
-
-    /// Where the pagesets live.
-    pub const fn pagesets(mut self, p: Pagesets) -> Config {
-        self.preset.pcp_mode = match p {
-            Pagesets::PerCpu => PcpMode::Cpu,
-            Pagesets::PerThread => PcpMode::Thread,
+        let v = if bytes == 0 {
+            ConfigValue::Text("none")
+        } else {
+            ConfigValue::Num(bytes as u64)
         };
-        self
+        set!(self, "PCPALLOC_MEMORY_LIMIT", v)
     }
 
-    /// Which pageset heuristics run.
+    /// `PCPALLOC_DECAY_MS`: the maintenance tick in milliseconds
+    /// (10..=60000): how often pagesets decay and idle memory goes back
+    /// to the OS.
+    pub const fn decay_ms(mut self, ms: u32) -> Config {
+        set!(self, "PCPALLOC_DECAY_MS", ConfigValue::Num(ms as u64))
+    }
+
+    /// `PCPALLOC_PCP`: where the pagesets live.
+    pub const fn pagesets(mut self, p: Pagesets) -> Config {
+        let v = match p {
+            Pagesets::PerCpu => "cpu",
+            Pagesets::PerThread => "thread",
+        };
+        set!(self, "PCPALLOC_PCP", ConfigValue::Text(v))
+    }
+
+    /// `PCPALLOC_BATCH_SCALE_MAX` (0..=6): the largest batch scale factor,
+    /// which bounds the pages one refill or drain moves under the zone
+    /// lock ("mm: restrict the pcp batch scale factor to avoid too long
+    /// latency", Linux 6.7).
+    pub const fn batch_scale_max(mut self, scale: u32) -> Config {
+        set!(
+            self,
+            "PCPALLOC_BATCH_SCALE_MAX",
+            ConfigValue::Num(scale as u64)
+        )
+    }
+
+    /// `PCPALLOC_HIGH_FRACTION` (0, or at least 8): a fixed pageset
+    /// `high` of managed pages / fraction / CPUs, which turns auto-tuning
+    /// off (the kernel's `percpu_pagelist_high_fraction`); 0 auto-tunes.
+    pub const fn high_fraction(mut self, fraction: u32) -> Config {
+        set!(
+            self,
+            "PCPALLOC_HIGH_FRACTION",
+            ConfigValue::Num(fraction as u64)
+        )
+    }
+
+    /// `PCPALLOC_HEURISTICS`: which pageset heuristics run.
     pub const fn heuristics(mut self, h: Heuristics) -> Config {
-        self.preset.heuristics = Bits(h.0);
-        self
+        set!(self, "PCPALLOC_HEURISTICS", ConfigValue::Heuristics(h.0))
     }
 
-    /// Whether to print the stats report to stderr at exit.
-    pub const fn stats_at_exit(mut self, on: bool) -> Config {
-        self.preset.stats_at_exit = on;
-        self
+    /// `PCPALLOC_FREE_COUNT`: what an allocation does to `free_count`.
+    pub const fn free_count(mut self, f: FreeCount) -> Config {
+        let v = match f {
+            FreeCount::Halve => "halve",
+            FreeCount::Exact => "exact",
+        };
+        set!(self, "PCPALLOC_FREE_COUNT", ConfigValue::Text(v))
     }
 
-    /// Whether the maintenance tick runs on a background thread (else on
-    /// allocation slow paths).
+    /// `PCPALLOC_FREE_HIGH_THRESHOLD`: the `free_count` from which
+    /// consecutive high-order frees drain a pageset.
+    pub const fn free_high_threshold(mut self, t: FreeHighThreshold) -> Config {
+        let v = match t {
+            FreeHighThreshold::Batch => "batch",
+            FreeHighThreshold::FiveBatch => "5batch",
+            FreeHighThreshold::BatchPlusHalfHighMin => "batch+high_min/2",
+        };
+        set!(self, "PCPALLOC_FREE_HIGH_THRESHOLD", ConfigValue::Text(v))
+    }
+
+    /// `PCPALLOC_BACKGROUND`: whether the maintenance tick runs on a
+    /// background thread (else on allocation slow paths).
     pub const fn background_thread(mut self, on: bool) -> Config {
-        self.preset.background = on;
-        self
+        let v = if on { "1" } else { "0" };
+        set!(self, "PCPALLOC_BACKGROUND", ConfigValue::Text(v))
     }
 
-    /// The settings, for the runtime.
+    /// `PCPALLOC_STATS=1` or `0`: whether to print the report (summary and
+    /// counters) at exit.
+    pub const fn stats_at_exit(self, on: bool) -> Config {
+        self.stats(if on {
+            StatsAtExit::Text
+        } else {
+            StatsAtExit::Off
+        })
+    }
+
+    /// `PCPALLOC_STATS`: the report at exit, as text or JSON.
+    pub const fn stats(mut self, s: StatsAtExit) -> Config {
+        let v = match s {
+            StatsAtExit::Off => "0",
+            StatsAtExit::Text => "1",
+            StatsAtExit::Json => "json",
+        };
+        set!(self, "PCPALLOC_STATS", ConfigValue::Text(v))
+    }
+
+    /// `PCPALLOC_STATS_FILE`: write the report at exit to this file (each
+    /// `%p` becomes the process id) rather than stderr; turns the report
+    /// on.
+    pub const fn stats_file(mut self, path: &'static str) -> Config {
+        set!(self, "PCPALLOC_STATS_FILE", ConfigValue::Text(path))
+    }
+
+    /// `PCPALLOC_TRACE`: record every allocation event to
+    /// `prefix.<pid>`, for `pcpalloc-replay`.
+    pub const fn trace(mut self, prefix: &'static str) -> Config {
+        set!(self, "PCPALLOC_TRACE", ConfigValue::Text(prefix))
+    }
+
+    /// `PCPALLOC_STEAL`: the page stealing rules.
+    pub const fn steal(mut self, s: PageStealing) -> Config {
+        let v = match s {
+            PageStealing::Linux4_0 => "seed004",
+            PageStealing::Linux3_19 => "baseline",
+        };
+        set!(self, "PCPALLOC_STEAL", ConfigValue::Text(v))
+    }
+
+    /// `PCPALLOC_THP`: transparent huge pages for the heap.
+    pub const fn huge_pages(mut self, h: HugePages) -> Config {
+        let v = match h {
+            HugePages::Never => "never",
+            HugePages::Always => "always",
+            HugePages::Dense => "dense",
+        };
+        set!(self, "PCPALLOC_THP", ConfigValue::Text(v))
+    }
+
+    /// The settings, for the runtime: each value through its setting's
+    /// parser.
     pub(crate) fn apply(&self) {
-        settings::apply_preset(&self.preset);
+        settings::apply_config(&self.values);
     }
 }
 

@@ -44,7 +44,7 @@ impl PcpAlloc {
     #[inline(never)]
     fn alloc_slow(&self, l: Layout, zero: bool) -> *mut u8 {
         runtime::configure_once(|| self.config.apply());
-        if l.align() <= 8 {
+        let p = if l.align() <= 8 {
             if zero {
                 malloc::calloc(1, l.size())
             } else {
@@ -52,7 +52,13 @@ impl PcpAlloc {
             }
         } else {
             malloc::alloc_aligned(l.align(), l.size(), zero)
+        };
+        if p.is_null() {
+            // Rust aborts next with "memory allocation of N bytes failed":
+            // say why first, when the reason is ours.
+            runtime::control::explain_failure(l.size());
         }
+        p
     }
 }
 
@@ -95,7 +101,11 @@ unsafe impl GlobalAlloc for PcpAlloc {
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         if l.align() <= 8 {
             // SAFETY: p is a live block of ours (GlobalAlloc contract).
-            return unsafe { malloc::realloc_raw(p, new_size) };
+            let q = unsafe { malloc::realloc_raw(p, new_size) };
+            if q.is_null() {
+                runtime::control::explain_failure(new_size);
+            }
+            return q;
         }
         // Over-aligned: keep the block if it still fits, else move.
         // SAFETY: p is a live block of ours.

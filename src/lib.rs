@@ -28,21 +28,32 @@
 //!
 //! # What the API holds
 //!
-//! - [`PcpAlloc`](struct@PcpAlloc), [`Config`], [`Pagesets`], [`Heuristics`]: the allocator
-//!   and its settings.
+//! - [`PcpAlloc`](struct@PcpAlloc), [`Config`] and its value types: the
+//!   allocator and its settings; [`set`] changes the ones that can change
+//!   while the program runs.
 //! - [`stats()`](fn@stats) and the [`stats`](mod@stats) types: a snapshot of every counter, in
 //!   bytes ([`stats::Bytes`]: allocated, active, resident, mapped, peak) and
 //!   in the kernel's own terms (zone, pagesets, `free_high`, `alloc_zone`,
-//!   lock contention).
-//! - [`write_report`]: the same as `name value` lines, with the version and
-//!   every setting in force.
-//! - [`trim`]: gives every cache and all free memory back to the OS.
+//!   lock contention); [`thread_stats`]: the calling thread's allocated
+//!   and freed bytes.
+//! - [`write_report`] and [`write_report_json`]: the report `PCPALLOC_STATS`
+//!   prints at exit, as text (a summary, then `name value` lines) or JSON.
+//! - [`trim`] gives every cache and all free memory back to the OS;
+//!   [`thread_flush`] the calling thread's caches.
+//! - [`usable_size`], [`VERSION`].
 //!
 //! # Platforms
 //!
 //! Linux on 64-bit x86 or ARM, with 4 KiB pages (the allocator says so on
 //! stderr and fails every allocation on another page size). Tested on
-//! x86-64; other targets do not compile.
+//! x86-64. On any other target the crate compiles to nothing, so a
+//! program can depend on it everywhere and use it where it runs:
+//!
+//! ```ignore
+//! #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+//! #[global_allocator]
+//! static GLOBAL: pcpalloc::PcpAlloc = pcpalloc::PcpAlloc;
+//! ```
 //!
 //! # Names
 //!
@@ -50,18 +61,18 @@
 //! `free_count`, `alloc_factor`, `free_high`, `alloc_zone`, `pageblock`,
 //! `migratetype`). The documentation refers to the kernel changes it
 //! follows by number: *patches 1–9* are the nine patches of Huang Ying's
-//! PCP auto-tuning series (Linux 6.7); *seed 002*
-//! is Nikhil Dhama's free_count fix (2025) and its variants; *seed 004*
-//! is Vlastimil Babka's page stealing series (Linux 3.19).
+//! PCP auto-tuning series (Linux 6.7); *seed 002* is Nikhil Dhama's
+//! free_count fix (2025) and its variants, one of which was merged in
+//! Linux 6.16; *seed 004* is Vlastimil Babka's page stealing series
+//! (Linux 4.0).
 
 #![warn(missing_docs)]
-
-#[cfg(not(all(
+// Elsewhere the crate is empty (see "Platforms" above).
+#![cfg(all(
     target_os = "linux",
     target_pointer_width = "64",
     any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
-compile_error!("pcpalloc supports Linux on x86-64 and aarch64 only");
+))]
 
 mod config;
 mod geometry;
@@ -82,8 +93,62 @@ mod sys;
 mod trace;
 mod util;
 
-pub use config::{Config, Heuristics, Pagesets};
+pub use config::{
+    Config, FreeCount, FreeHighThreshold, Heuristics, HugePages, PageStealing, Pagesets,
+    StatsAtExit,
+};
 pub use global::PcpAlloc;
+pub use runtime::control::SetError;
+
+/// This crate's version (`"0.1.0"`); C programs get it from
+/// `pcpalloc_version()`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The usable size of the block at `ptr`: at least what was asked for,
+/// and all of it may be used (as `malloc_usable_size`). 0 for null.
+///
+/// # Safety
+/// `ptr` is null or a live block from this allocator (a pointer from
+/// another allocator, or to the inside of a block, aborts the program
+/// with a line naming it).
+pub unsafe fn usable_size(ptr: *const u8) -> usize {
+    // SAFETY: forwarded contract.
+    unsafe { malloc::usable_size(ptr.cast_mut()) }
+}
+
+/// Changes a setting while the program runs: `name` is its variable
+/// (`"PCPALLOC_DECAY_MS"`) or its [`Config`] method (`"decay_ms"`),
+/// `value` the text the environment would give (`"500"`), parsed by the
+/// same code. These can change at run time: `PCPALLOC_DECAY_MS`,
+/// `PCPALLOC_HEURISTICS`, `PCPALLOC_FREE_COUNT`,
+/// `PCPALLOC_FREE_HIGH_THRESHOLD`, `PCPALLOC_BATCH_SCALE_MAX`,
+/// `PCPALLOC_MEMORY_LIMIT` (lowered below what the heap holds, it takes
+/// nothing back: later requests fail until enough is freed) and
+/// `PCPALLOC_STATS`; the others are read once at start
+/// ([`SetError::NotAtRunTime`]). C: `pcpalloc_set(name, value)`.
+///
+/// ```no_run
+/// pcpalloc::set("decay_ms", "250").unwrap();
+/// assert!(pcpalloc::set("PCPALLOC_MEMORY_LIMIT", "1M").is_err()); // below 4 MiB
+/// ```
+pub fn set(name: &str, value: &str) -> Result<(), SetError> {
+    runtime::control::set(name.as_bytes(), value.as_bytes())
+}
+
+/// Gives back what the calling thread caches — free objects on its bins,
+/// cached large blocks, parked empty slabs — and collects what other
+/// threads freed of its objects (jemalloc's `thread.tcache.flush`). The
+/// thread keeps its heap. C: `pcpalloc_thread_flush()`.
+pub fn thread_flush() {
+    runtime::thread_flush()
+}
+
+/// The calling thread's allocated and freed bytes (jemalloc's
+/// `thread.allocated` and `thread.deallocated`; see [`stats::ThreadStats`]
+/// for their granularity). Cheap: no lock, no snapshot.
+pub fn thread_stats() -> stats::ThreadStats {
+    runtime::thread_stats()
+}
 
 /// A snapshot of the allocator's counters, taken without allocating (see
 /// [`stats::Stats`]).
@@ -91,13 +156,22 @@ pub fn stats() -> stats::Stats {
     runtime::stats()
 }
 
-/// Writes the report: `pcpalloc_version`, every setting in force as
-/// `PCPALLOC_NAME value` (what the environment would take), then every
-/// counter as `name value`, one per line — the text `PCPALLOC_STATS=1`
-/// prints at exit. The snapshot is taken before `w` sees any of it, so `w`
-/// may allocate.
+/// Writes the report `PCPALLOC_STATS=1` prints at exit: two summary lines
+/// starting with `#` (process, program, live / resident / mapped bytes,
+/// peak, pageset hit rate), then `pcpalloc_version`, `pid`, `program`,
+/// every setting in force as `PCPALLOC_NAME value` (what the environment
+/// would take), then every counter as `name value`, one per line. The
+/// snapshot is taken before `w` sees any of it, so `w` may allocate.
 pub fn write_report(w: &mut dyn core::fmt::Write) -> core::fmt::Result {
     runtime::write_report(w)
+}
+
+/// Writes the same report as one JSON object on one line (what
+/// `PCPALLOC_STATS=json` prints at exit): `{"pcpalloc_version": ..,
+/// "pid": .., "program": .., "summary": {..}, "settings": {..},
+/// "counters": {..}}`, the counters under the names of the text report.
+pub fn write_report_json(w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+    runtime::write_report_json(w)
 }
 
 /// Gives everything cached back: empty slabs, pagesets, and all free memory
@@ -112,7 +186,7 @@ pub mod stats {
     pub use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
     pub use crate::page_alloc::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
     pub use crate::stats_report::{
-        Bytes, PagesetStats, ReclaimCounters, Stats, MAX_REPORTED_PAGESETS,
+        Bytes, PagesetStats, ReclaimCounters, Stats, ThreadStats, MAX_REPORTED_PAGESETS,
     };
 }
 
@@ -150,7 +224,8 @@ pub mod internals {
     pub use crate::runtime::settings::{PcpMode, SETTINGS, TUNABLES};
     pub use crate::runtime::tick::{background_running, pause, tick};
     pub use crate::runtime::{
-        check_invariants, check_invariants_quiescent, ensure_init, print_stats, report_to,
+        check_invariants, check_invariants_quiescent, ensure_init, print_stats, report_json_to,
+        report_to,
     };
     pub use crate::section::{desc_of, page_addr};
     pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
@@ -180,6 +255,11 @@ pub mod internals {
     /// Replaces the knobs at run time (the benchmark's ablation).
     pub fn set_knobs(k: Knobs) {
         PAGES.set_knobs(k);
+    }
+
+    /// [`crate::set`] with the name and value as bytes (the C face).
+    pub fn set_bytes(name: &[u8], value: &[u8]) -> Result<(), crate::SetError> {
+        runtime::control::set(name, value)
     }
 
     /// The calling thread's heap, if it has one.

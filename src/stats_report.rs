@@ -94,6 +94,49 @@ pub struct Bytes {
     pub binned: u64,
 }
 
+/// Bytes the calling thread allocated and freed, as jemalloc's
+/// `thread.allocated` and `thread.deallocated` — read from counters the
+/// thread's heap keeps on its slow paths, so the malloc and free fast
+/// paths pay nothing for them. That sets their granularity:
+///
+/// - `allocated` grows when objects are taken from the thread's slabs onto
+///   its bins (a whole bin's refill at once, up to a few hundred objects
+///   ahead of `malloc`) and with every large block (8 KiB–4 MiB) by its
+///   usable size;
+/// - `deallocated` grows when objects go back from the bins to the slabs
+///   (a bin flush, or a free finding its bin full), with every free of an
+///   object another thread allocated, and with every large block freed;
+/// - `cached` is what waits on the bins now: taken, not handed out.
+///
+/// So `allocated - deallocated - cached` is exact at every moment: the
+/// bytes (by size class) this thread allocated and did not free itself,
+/// less what it freed of other threads' (it may be negative: a consumer
+/// thread frees more than it allocates). Both counters only grow; a
+/// thread that took over the heap of a thread that exited (heaps are
+/// reused) starts from that heap's counts, so compare two readings. A
+/// thread that has not allocated yet has no heap: it reads zeros, and
+/// what it frees is counted for no thread. Blocks above 4 MiB (each its
+/// own mapping) are counted for the whole process (`huge_live_bytes`),
+/// not per thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Bytes taken for this thread to hand out (see the type's docs).
+    pub allocated: u64,
+    /// Bytes this thread gave back (see the type's docs).
+    pub deallocated: u64,
+    /// Bytes of free objects on this thread's bins.
+    pub cached: u64,
+}
+
+impl ThreadStats {
+    /// `allocated - deallocated - cached`: the bytes this thread holds by
+    /// its own allocations and frees (negative when it freed more of
+    /// other threads' objects than it holds).
+    pub fn net(&self) -> i64 {
+        self.allocated as i64 - self.deallocated as i64 - self.cached as i64
+    }
+}
+
 /// What the runtime's reclaims have given back (see `runtime/reclaim.rs`),
 /// in the order they do it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -213,6 +256,7 @@ impl Stats {
             t.refills += c.refills;
             t.drains += c.drains;
             t.pgalloc += c.pgalloc;
+            t.allocs += c.allocs;
             t.pgfree += c.pgfree;
             t.decayed += c.decayed;
             t.refill_max = t.refill_max.max(c.refill_max);
@@ -267,6 +311,36 @@ impl Stats {
     }
 }
 
+impl Stats {
+    /// The pageset hit rate, between 0 and 1: of the allocations the
+    /// per-CPU pagesets served (slabs and large blocks of order 0–3,
+    /// `pcp_allocs`), the share that found a block on the pageset's list
+    /// and so did not refill from the zone under the zone lock
+    /// (`pcp_refill`) — what the kernel's pagesets are for. `None` before
+    /// any allocation went through a pageset. Blocks above order 3 (always
+    /// from the zone) and allocations that went straight to the zone
+    /// because a pageset was busy (`pcp_lock_busy`) are not counted.
+    pub fn pageset_hit_rate(&self) -> Option<f64> {
+        let served = self.pcp_total.allocs;
+        (served > 0).then(|| served.saturating_sub(self.pcp_total.refills) as f64 / served as f64)
+    }
+}
+
+/// Writes `bytes` for a person: `512 B`, `12.3 KiB`, `4.0 MiB`, `1.2 GiB`.
+pub fn write_bytes(w: &mut dyn Write, bytes: u64) -> fmt::Result {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return write!(w, "{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    write!(w, "{v:.1} {}", UNITS[unit])
+}
+
 /// Zone lock contention: nanoseconds spent waiting for the zone lock as a
 /// percentage of thread time, that is running time plus waiting time (the
 /// analogue of the seeds' "cycles% of spinlock contention").
@@ -279,13 +353,34 @@ pub fn contention_percent(wait_ns: u64, cpu_ns: u64) -> f64 {
     }
 }
 
+/// Where [`Stats::write_counters`] sends each counter: its name, then
+/// its value (a number).
+pub type CounterSink<'a> = dyn FnMut(fmt::Arguments<'_>, &dyn fmt::Display) -> fmt::Result + 'a;
+
 impl Stats {
-    /// Writes the report: one `name value` pair per line.
+    /// Writes the counters: one `name value` pair per line.
     pub fn write_text(&self, w: &mut dyn Write) -> fmt::Result {
+        self.write_counters(&mut |name, v| writeln!(w, "{name} {v}"))
+    }
+
+    /// Writes the counters as members of a JSON object (`"name":value`,
+    /// comma-separated; the braces are the caller's).
+    pub fn write_json_members(&self, w: &mut dyn Write) -> fmt::Result {
+        let mut first = true;
+        self.write_counters(&mut |name, v| {
+            let sep = if first { "" } else { "," };
+            first = false;
+            write!(w, "{sep}\"{name}\":{v}")
+        })
+    }
+
+    /// Hands every counter, by its report name, to `out`. The names are
+    /// plain ASCII (letters, digits, `_`) and every value a number.
+    pub fn write_counters(&self, out: &mut CounterSink<'_>) -> fmt::Result {
         let z = &self.zone;
         let c = &z.counters;
         macro_rules! kv {
-            ($($name:expr => $v:expr),* $(,)?) => { $( writeln!(w, "{} {}", $name, $v)?; )* };
+            ($($name:expr => $v:expr),* $(,)?) => { $( out(format_args!("{}", $name), &$v)?; )* };
         }
         let b = &self.bytes;
         kv! {
@@ -309,15 +404,13 @@ impl Stats {
             "nr_charged_pages" => z.charged,
         }
         for o in 0..NR_PAGE_ORDERS {
-            writeln!(w, "free_area_order_{o} {}", z.nr_free[o])?;
+            out(format_args!("free_area_order_{o}"), &z.nr_free[o])?;
         }
         for o in 0..NR_PAGE_ORDERS {
             for mt in 0..MIGRATE_TYPES {
-                writeln!(
-                    w,
-                    "free_area_order_{o}_{} {}",
-                    MigrateType::from_index(mt).name(),
-                    z.free_per_order[o][mt]
+                out(
+                    format_args!("free_area_order_{o}_{}", MigrateType::from_index(mt).name()),
+                    &z.free_per_order[o][mt],
                 )?;
             }
         }
@@ -359,6 +452,7 @@ impl Stats {
             "pcp_refill" => t.refills,
             "pcp_drain" => t.drains,
             "pcp_pgalloc" => t.pgalloc,
+            "pcp_allocs" => t.allocs,
             "pcp_pgfree" => t.pgfree,
             "pcp_decayed" => t.decayed,
             "pcp_refill_max" => t.refill_max,
@@ -374,20 +468,29 @@ impl Stats {
         }
         for (i, p) in self.pagesets[..self.nr_reported].iter().enumerate() {
             let s = &p.state;
-            writeln!(w, "pageset{i}_count {}", s.count)?;
-            writeln!(w, "pageset{i}_high {}", s.high)?;
-            writeln!(w, "pageset{i}_high_min {}", z.pcp.high_min)?;
-            writeln!(w, "pageset{i}_high_max {}", z.pcp.high_max)?;
-            writeln!(w, "pageset{i}_batch {}", z.pcp.batch)?;
-            writeln!(w, "pageset{i}_alloc_factor {}", s.alloc_factor)?;
-            writeln!(w, "pageset{i}_free_count {}", s.free_count)?;
-            writeln!(w, "pageset{i}_free_high {}", p.counters.free_high)?;
-            writeln!(w, "pageset{i}_alloc_zone {}", p.counters.alloc_zone)?;
-            writeln!(w, "pageset{i}_pgalloc {}", p.counters.pgalloc)?;
-            writeln!(w, "pageset{i}_pgfree {}", p.counters.pgfree)?;
-            writeln!(w, "pageset{i}_lock_busy {}", p.lock_busy)?;
-            writeln!(w, "pageset{i}_large_count {}", p.counters.large_count)?;
-            writeln!(w, "pageset{i}_large_high {}", p.counters.large_high)?;
+            out(format_args!("pageset{i}_count"), &s.count)?;
+            out(format_args!("pageset{i}_high"), &s.high)?;
+            out(format_args!("pageset{i}_high_min"), &z.pcp.high_min)?;
+            out(format_args!("pageset{i}_high_max"), &z.pcp.high_max)?;
+            out(format_args!("pageset{i}_batch"), &z.pcp.batch)?;
+            out(format_args!("pageset{i}_alloc_factor"), &s.alloc_factor)?;
+            out(format_args!("pageset{i}_free_count"), &s.free_count)?;
+            out(format_args!("pageset{i}_free_high"), &p.counters.free_high)?;
+            out(
+                format_args!("pageset{i}_alloc_zone"),
+                &p.counters.alloc_zone,
+            )?;
+            out(format_args!("pageset{i}_pgalloc"), &p.counters.pgalloc)?;
+            out(format_args!("pageset{i}_pgfree"), &p.counters.pgfree)?;
+            out(format_args!("pageset{i}_lock_busy"), &p.lock_busy)?;
+            out(
+                format_args!("pageset{i}_large_count"),
+                &p.counters.large_count,
+            )?;
+            out(
+                format_args!("pageset{i}_large_high"),
+                &p.counters.large_high,
+            )?;
         }
         kv! {
             "heaps" => self.heaps[0],
@@ -427,12 +530,19 @@ impl Stats {
 }
 
 /// A `fmt::Write` over a stack buffer that hands its bytes to `sink`
-/// whenever the buffer fills, and at [`finish`](Self::finish): the report
-/// goes out without allocating.
+/// whenever the buffer fills — up to its last whole line, so a line is
+/// never split between two writes unless it is longer than the buffer —
+/// and at [`finish`](Self::finish): the report goes out without
+/// allocating.
 pub struct ChunkWriter<F: FnMut(&[u8])> {
     sink: F,
-    buf: FixedBuf<4096>,
+    buf: FixedBuf<CHUNK>,
 }
+
+/// The most bytes a [`ChunkWriter`] hands over at once (a pipe's
+/// `PIPE_BUF`: one write(2) of it is never interleaved with another
+/// process's).
+const CHUNK: usize = 4096;
 
 impl<F: FnMut(&[u8])> ChunkWriter<F> {
     /// A writer handing chunks to `sink`.
@@ -449,18 +559,73 @@ impl<F: FnMut(&[u8])> ChunkWriter<F> {
             (self.sink)(self.buf.as_bytes());
         }
     }
+
+    /// Hands over the buffer's whole lines (all of it if it holds no line
+    /// end) and keeps the rest.
+    fn flush_lines(&mut self) {
+        let bytes = self.buf.as_bytes();
+        let end = bytes
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(bytes.len(), |i| i + 1);
+        (self.sink)(&bytes[..end]);
+        let mut rest = [0u8; CHUNK];
+        let n = bytes.len() - end;
+        rest[..n].copy_from_slice(&bytes[end..]);
+        self.buf.clear();
+        self.buf.push_bytes(&rest[..n]);
+    }
 }
 
 impl<F: FnMut(&[u8])> Write for ChunkWriter<F> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        if self.buf.len() + s.len() + 1 >= 4096 && self.buf.len() > 0 {
-            (self.sink)(self.buf.as_bytes());
-            self.buf.clear();
+        if self.buf.len() + s.len() + 1 >= CHUNK && self.buf.len() > 0 {
+            self.flush_lines();
+            if self.buf.len() + s.len() + 1 >= CHUNK && self.buf.len() > 0 {
+                (self.sink)(self.buf.as_bytes());
+                self.buf.clear();
+            }
         }
-        if s.len() + 1 >= 4096 {
+        if s.len() + 1 >= CHUNK {
             (self.sink)(s.as_bytes());
             return Ok(());
         }
         self.buf.write_str(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_end_at_line_ends() {
+        let mut chunks: [usize; 8] = [0; 8];
+        let mut n = 0;
+        let mut ends_ok = true;
+        {
+            let mut w = ChunkWriter::new(|b: &[u8]| {
+                chunks[n] = b.len();
+                n += 1;
+                ends_ok &= b.last() == Some(&b'\n');
+            });
+            for i in 0..600 {
+                let _ = writeln!(w, "counter_{i} {}", i * 1000);
+            }
+            w.finish();
+        }
+        assert!(n >= 3, "{n} chunks");
+        assert!(ends_ok, "a chunk ended inside a line");
+        assert!(chunks[..n].iter().all(|&c| c < CHUNK));
+    }
+
+    #[test]
+    fn bytes_read_for_a_person() {
+        let mut b = FixedBuf::<64>::new();
+        for v in [0u64, 1023, 1024, 1536 << 10, 3 << 30] {
+            write_bytes(&mut b, v).unwrap();
+            b.push_bytes(b"|");
+        }
+        assert_eq!(b.as_bytes(), b"0 B|1023 B|1.0 KiB|1.5 MiB|3.0 GiB|");
     }
 }

@@ -73,3 +73,37 @@ fn the_environment_overrides_the_config() {
     // What the environment does not name keeps the config's value.
     assert_eq!(setting(&r, "PCPALLOC_PCP"), "thread");
 }
+
+#[test]
+fn a_bad_environment_value_keeps_the_configs() {
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "print_report",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("PCPALLOC_DECAY_MS", "5")
+        .env("PCPALLOC_BATCH_SCALE_MAX", "9")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let r = String::from_utf8_lossy(&o.stdout);
+    // The config set the tick: the line says it is kept.
+    assert!(
+        err.contains(
+            "pcpalloc: ignoring PCPALLOC_DECAY_MS=5 (below the minimum of 10 ms); keeping the Config's value, 250\n"
+        ),
+        "{err}"
+    );
+    assert_eq!(setting(&r, "PCPALLOC_DECAY_MS"), "250");
+    // It did not set the batch scale: the default stays.
+    assert!(
+        err.contains(
+            "pcpalloc: ignoring PCPALLOC_BATCH_SCALE_MAX=9 (above the maximum of 6); using the default, 5\n"
+        ),
+        "{err}"
+    );
+}

@@ -11,7 +11,7 @@ use support::*;
 fn global_allocator_example_runs() {
     // Its own target directory (cargo holds the lock on the main one while
     // tests run), shared with the preload library's build.
-    let dir = root().join("target").join("preload");
+    let dir = target_dir().join("preload");
     let traces =
         std::env::temp_dir().join(format!("pcpalloc-example-trace-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&traces);

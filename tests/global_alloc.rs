@@ -186,3 +186,100 @@ fn stats_text_is_name_value_lines() {
         assert!(value.parse::<i64>().is_ok(), "{line}");
     }
 }
+
+#[test]
+fn usable_size_and_version() {
+    let _g = SERIAL.lock().unwrap();
+    assert_eq!(pcpalloc::VERSION, env!("CARGO_PKG_VERSION"));
+    // SAFETY: null is allowed.
+    assert_eq!(unsafe { pcpalloc::usable_size(std::ptr::null()) }, 0);
+    for n in [1usize, 24, 100, 4000, 9000, 300_000, 5 << 20] {
+        let v: Vec<u8> = Vec::with_capacity(n);
+        // SAFETY: the vector's buffer is a live block of ours.
+        let u = unsafe { pcpalloc::usable_size(v.as_ptr()) };
+        assert!(u >= n, "{n}: {u}");
+        assert!(u <= 2 * n + 4096, "{n}: {u}");
+    }
+}
+
+/// Allocates `n` blocks of `size` bytes on this thread; checks that the
+/// thread's net bytes grew by exactly `n * size` over the allocations.
+fn take(n: usize, size: usize) -> Vec<usize> {
+    let mut v = Vec::with_capacity(n);
+    let l = std::alloc::Layout::from_size_align(size, 8).unwrap();
+    let before = pcpalloc::thread_stats();
+    for _ in 0..n {
+        // SAFETY: a non-zero size.
+        v.push(unsafe { std::alloc::alloc(l) } as usize);
+    }
+    let after = pcpalloc::thread_stats();
+    assert_eq!(after.net() - before.net(), (n * size) as i64);
+    v
+}
+
+/// Frees blocks from `take`; returns by how much the thread's net bytes
+/// dropped over the frees.
+fn give(v: &[usize], size: usize) -> i64 {
+    let l = std::alloc::Layout::from_size_align(size, 8).unwrap();
+    let before = pcpalloc::thread_stats();
+    for &p in v {
+        // SAFETY: allocated by `take` with this layout.
+        unsafe { std::alloc::dealloc(p as *mut u8, l) };
+    }
+    let after = pcpalloc::thread_stats();
+    before.net() - after.net()
+}
+
+#[test]
+fn thread_counters_are_exact_and_flush_empties_the_bins() {
+    let _g = SERIAL.lock().unwrap();
+    thread::spawn(|| {
+        let t0 = pcpalloc::thread_stats();
+        // 2000 objects of a size class of their own (64 B) and 20 large
+        // blocks (64 KiB, a whole number of pages): net grows by exactly
+        // their bytes, and drops by as much when they are freed.
+        let small = take(2000, 64);
+        let large = take(20, 64 << 10);
+        let t1 = pcpalloc::thread_stats();
+        assert!(t1.allocated >= t0.allocated + 2000 * 64 + 20 * (64 << 10));
+        assert_eq!(give(&small, 64), 2000 * 64);
+        assert_eq!(give(&large, 64 << 10), 20 * (64 << 10));
+        let t2 = pcpalloc::thread_stats();
+        assert!(t2.deallocated >= t1.deallocated + 20 * (64 << 10));
+        assert!(t2.allocated >= t1.allocated);
+        drop((small, large));
+        // The bins hold what was freed; the flush gives it back, which
+        // changes what is cached, not the net.
+        let t3 = pcpalloc::thread_stats();
+        assert!(t3.cached > 0);
+        pcpalloc::thread_flush();
+        let t4 = pcpalloc::thread_stats();
+        assert_eq!(t4.cached, 0);
+        assert_eq!(t4.net(), t3.net());
+        assert!(t4.deallocated >= t3.deallocated + t3.cached);
+        pcpalloc::internals::check_invariants();
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_consumer_thread_counts_what_it_frees() {
+    let _g = SERIAL.lock().unwrap();
+    let (tx, rx) = mpsc::channel::<Vec<usize>>();
+    let consumer = thread::spawn(move || {
+        // A thread has a heap (and counters) from its first allocation.
+        let warm = std::hint::black_box(Box::new([1u8; 32]));
+        let v = rx.recv().unwrap();
+        let freed = give(&v, 128);
+        drop(warm);
+        freed
+    });
+    let producer = thread::spawn(move || {
+        let v = take(1000, 128);
+        tx.send(v).unwrap();
+    });
+    producer.join().unwrap();
+    // The consumer's net drops by exactly what it freed of the producer's.
+    assert_eq!(consumer.join().unwrap(), 1000 * 128);
+}

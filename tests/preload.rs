@@ -267,7 +267,14 @@ fn stats_file_gets_the_report_per_process() {
         let pid = name.strip_prefix("report.").expect("named by the pattern");
         assert!(pid.parse::<u32>().is_ok(), "%p not replaced: {name}");
         let report = std::fs::read_to_string(&path).unwrap();
-        assert!(report.starts_with("pcpalloc_version "), "{report}");
+        assert!(
+            report.starts_with(&format!(
+                "# pcpalloc {} report: pid {pid}, program ",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{report}"
+        );
+        assert!(report.contains("\npcpalloc_version "), "{report}");
         assert!(report.contains("\nPCPALLOC_STATS_FILE "), "{report}");
         assert!(report.contains("\nallocated_bytes "), "{report}");
         reports += 1;
@@ -280,8 +287,33 @@ fn stats_file_gets_the_report_per_process() {
 
 #[test]
 fn stats_report_at_exit() {
-    let o = run_ok(preloaded("ls").arg("/").env("PCPALLOC_STATS", "1"));
+    let child = preloaded("ls")
+        .arg("/")
+        .env("PCPALLOC_STATS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
+    // A two-line summary first: the process, then the figures.
+    let mut lines = err.lines();
+    let first = lines.next().unwrap_or("");
+    assert!(
+        first.starts_with(&format!(
+            "# pcpalloc {} report: pid {pid}, program ",
+            env!("CARGO_PKG_VERSION")
+        )) && first.ends_with("ls"),
+        "{first}"
+    );
+    let second = lines.next().unwrap_or("");
+    let summary = regex::Regex::new(
+        r"^# live [0-9.]+ (B|KiB|MiB), resident [0-9.]+ (B|KiB|MiB), mapped [0-9.]+ (B|KiB|MiB), peak [0-9.]+ (B|KiB|MiB); pageset hit rate ([0-9]+\.[0-9]%|-)$",
+    )
+    .unwrap();
+    assert!(summary.is_match(second), "{second}");
     for name in [
         "nr_managed_pages ",
         "nr_free_pages ",
@@ -289,21 +321,32 @@ fn stats_report_at_exit() {
         "free_high ",
         "zone_lock_contended ",
         "pcp_batch ",
+        "pcp_allocs ",
     ] {
         assert!(
             err.lines().any(|l| l.starts_with(name)),
             "missing {name}: {err}"
         );
     }
+    // Then `name value` lines only.
     assert!(
-        err.lines().all(|l| l.split(' ').count() == 2),
+        err.lines()
+            .skip(2)
+            .all(|l| l.split(' ').count() == 2 && !l.starts_with('#')),
         "not name value lines: {err}"
     );
-    // The version, then every setting in force, then the counters.
-    let first = err.lines().next().unwrap_or("");
+    // The version and the process, then every setting in force, then the
+    // counters.
+    let rest: Vec<&str> = err.lines().skip(2).take(3).collect();
     assert_eq!(
-        first,
+        rest[0],
         concat!("pcpalloc_version ", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(rest[1], format!("pid {pid}"));
+    assert!(
+        rest[2].starts_with("program /") && rest[2].ends_with("/ls"),
+        "{}",
+        rest[2]
     );
     for name in [
         "PCPALLOC_PCP cpu",
@@ -319,6 +362,7 @@ fn stats_report_at_exit() {
         "mapped_bytes",
         "charged_bytes",
         "peak_charged_bytes",
+        "pcp_allocs",
     ] {
         let v: u64 = err
             .lines()
@@ -326,6 +370,123 @@ fn stats_report_at_exit() {
             .unwrap_or_else(|| panic!("missing {name}: {err}"));
         assert!(v > 0, "{name} is 0: {err}");
     }
+}
+
+/// The report's `name value` lines after the summary, as a map.
+fn report_lines(report: &str) -> std::collections::BTreeMap<String, String> {
+    report
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (n, v) = l.split_once(' ')?;
+            Some((n.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn json_report_at_exit_is_one_object_per_process() {
+    // Two processes (the ls and the cat sh runs), each one JSON object on
+    // a line of its own.
+    let o = run_ok(
+        preloaded("sh")
+            .args(["-c", "ls / >/dev/null; cat /dev/null"])
+            .env("PCPALLOC_STATS", "json"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let objects: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(objects.len() >= 2, "{err}");
+    let programs: Vec<&str> = objects
+        .iter()
+        .map(|j| j["program"].as_str().unwrap())
+        .collect();
+    assert!(programs.iter().any(|p| p.ends_with("ls")), "{programs:?}");
+    assert!(programs.iter().any(|p| p.ends_with("cat")), "{programs:?}");
+    let mut pids: Vec<u64> = objects.iter().map(|j| j["pid"].as_u64().unwrap()).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), objects.len(), "{pids:?}");
+    // The same names as the text report's, with numbers.
+    let text = run_ok(preloaded("ls").arg("/").env("PCPALLOC_STATS", "1"));
+    let lines = report_lines(&String::from_utf8_lossy(&text.stderr));
+    for j in &objects {
+        assert_eq!(j["pcpalloc_version"], env!("CARGO_PKG_VERSION"));
+        assert!(j["pid"].as_u64().unwrap() > 0);
+        let summary = j["summary"].as_object().unwrap();
+        for k in ["live_bytes", "resident_bytes", "mapped_bytes", "peak_bytes"] {
+            assert!(summary[k].as_u64().unwrap() > 0, "{k}: {j}");
+        }
+        let hit = summary["pageset_hit_rate"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&hit), "{hit}");
+        let settings = j["settings"].as_object().unwrap();
+        assert_eq!(settings["PCPALLOC_STATS"], "json");
+        assert_eq!(settings["PCPALLOC_PCP"], "cpu");
+        assert_eq!(
+            settings.len(),
+            lines.keys().filter(|k| k.starts_with("PCPALLOC_")).count()
+        );
+        let counters = j["counters"].as_object().unwrap();
+        assert_eq!(
+            counters["allocated_bytes"].as_u64(),
+            summary["live_bytes"].as_u64()
+        );
+        for (name, v) in counters {
+            assert!(v.is_number(), "{name}: {v}");
+            assert!(
+                lines.contains_key(name) || name.starts_with("pageset"),
+                "{name} is not in the text report"
+            );
+        }
+        for name in lines.keys() {
+            let counter = !name.starts_with("PCPALLOC_")
+                && !["pcpalloc_version", "pid", "program"].contains(&name.as_str())
+                && !name.starts_with("pageset");
+            if counter {
+                assert!(counters.contains_key(name), "{name} missing from JSON");
+            }
+        }
+    }
+}
+
+#[test]
+fn pcpalloc_set_mallopt_and_thread_counters_from_c() {
+    let dir = tempdir("runtime-set");
+    let o = run_ok(
+        preloaded(c_program("runtime_set"))
+            .arg(env!("CARGO_PKG_VERSION"))
+            .env("PCPALLOC_STATS_FILE", dir.join("report")),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    for step in [
+        "version",
+        "set",
+        "memory limit",
+        "mallopt",
+        "thread stats",
+        "stats json",
+    ] {
+        assert!(out.contains(&format!("ok {step}\n")), "{}", text(&o));
+    }
+    // PCPALLOC_STATS=json, set at run time, made the report at exit JSON,
+    // with every setting changed at run time in it.
+    let report = std::fs::read_to_string(dir.join("report")).unwrap();
+    let j: serde_json::Value = serde_json::from_str(report.trim_end()).unwrap();
+    let s = &j["settings"];
+    assert_eq!(s["PCPALLOC_STATS"], "json");
+    assert_eq!(s["PCPALLOC_DECAY_MS"], "500");
+    assert_eq!(s["PCPALLOC_BATCH_SCALE_MAX"], "2");
+    assert_eq!(
+        s["PCPALLOC_HEURISTICS"],
+        "prev_free_high_order,free_high_batch"
+    );
+    assert_eq!(s["PCPALLOC_FREE_COUNT"], "exact");
+    assert_eq!(s["PCPALLOC_FREE_HIGH_THRESHOLD"], "5batch");
+    assert_eq!(s["PCPALLOC_MEMORY_LIMIT"], "none");
+    assert_eq!(s["PCPALLOC_PCP"], "cpu");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Runs `sh -c script` with and without the preload; outputs must match.

@@ -20,7 +20,7 @@ fn readme_opens_with_how_to_use_it() {
     let first_screen: String = readme.lines().take(45).collect::<Vec<_>>().join("\n");
     for what in [
         "[dependencies]",
-        "pcpalloc = \"0.1\"",
+        "pcpalloc = { git = \"https://github.com/pcpalloc/pcpalloc\" }",
         "#[global_allocator]",
         "static GLOBAL: pcpalloc::PcpAlloc = pcpalloc::PcpAlloc;",
         "LD_PRELOAD=",
@@ -43,12 +43,12 @@ fn readme_opens_with_how_to_use_it() {
         "{commands:?}"
     );
     assert!(
-        commands[1].starts_with("cargo test --workspace --release"),
+        commands[1].starts_with("cargo test --workspace --profile tests "),
         "{commands:?}"
     );
     let ci = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
     assert!(
-        ci.contains("\ncargo test --workspace --release\n"),
+        ci.contains("\ncargo test --workspace --profile tests\n"),
         "CI must run the README's test command"
     );
 }

@@ -7,4 +7,5 @@ pub mod pin;
 pub mod preload;
 pub mod replay;
 pub mod rows;
+pub mod runs;
 pub mod table;

@@ -1,6 +1,8 @@
 //! pcpalloc's own C entry points (declared in `include/pcpalloc.h`): one
 //! counter by name, as jemalloc's `mallctl("stats.allocated", ...)` reads
-//! one, and the whole report through a callback. Neither allocates.
+//! one; the whole report through a callback; a setting changed at run
+//! time; the version; the calling thread's cache flushed and its byte
+//! counters. None allocates.
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 
@@ -73,5 +75,86 @@ pub unsafe extern "C" fn pcpalloc_report(write: Option<ReportWriter>, ctx: *mut 
         // SAFETY: the caller vouches for write and ctx.
         unsafe { write(ctx, chunk.as_ptr().cast(), chunk.len()) }
     });
+    0
+}
+
+/// Changes setting `name` (`"PCPALLOC_DECAY_MS"` or `"decay_ms"`) to
+/// `value` (as the environment would give it) while the program runs.
+/// Returns 0; `ENOENT` for an unknown name; `EPERM` for a setting read
+/// only at start; `EINVAL` for a null argument or a value the setting's
+/// parser refuses; `ENOSYS` if the allocator could not start. Prints
+/// nothing.
+///
+/// # Safety
+/// `name` and `value` are null or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn pcpalloc_set(name: *const c_char, value: *const c_char) -> c_int {
+    if name.is_null() || value.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: both are NUL-terminated (contract).
+    let (name, value) = unsafe { (CStr::from_ptr(name), CStr::from_ptr(value)) };
+    set_errno_code(pcpalloc_core::internals::set_bytes(
+        name.to_bytes(),
+        value.to_bytes(),
+    ))
+}
+
+/// The C return code of a run-time setting change.
+pub fn set_errno_code(r: Result<(), pcpalloc_core::SetError>) -> c_int {
+    use pcpalloc_core::SetError;
+    match r {
+        Ok(()) => 0,
+        Err(SetError::Unknown) => libc::ENOENT,
+        Err(SetError::NotAtRunTime) => libc::EPERM,
+        Err(SetError::Invalid(_)) => libc::EINVAL,
+        Err(SetError::NotRunning) => libc::ENOSYS,
+    }
+}
+
+/// The library's version, e.g. `"0.1.0"` (a static string).
+#[no_mangle]
+pub extern "C" fn pcpalloc_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Gives back what the calling thread caches (free objects on its bins,
+/// cached large blocks, parked empty slabs) and collects what other
+/// threads freed of its objects; the thread keeps its heap.
+#[no_mangle]
+pub extern "C" fn pcpalloc_thread_flush() {
+    pcpalloc_core::thread_flush();
+}
+
+/// The calling thread's byte counters (see `pcpalloc::stats::ThreadStats`).
+#[repr(C)]
+pub struct ThreadStats {
+    /// Bytes taken for the thread to hand out.
+    pub allocated: u64,
+    /// Bytes the thread gave back.
+    pub deallocated: u64,
+    /// Bytes of free objects waiting on the thread's bins.
+    pub cached: u64,
+}
+
+/// Fills `*out` with the calling thread's byte counters. Returns 0, or
+/// `EINVAL` for a null `out`.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn pcpalloc_thread_stats(out: *mut ThreadStats) -> c_int {
+    if out.is_null() {
+        return libc::EINVAL;
+    }
+    let t = pcpalloc_core::thread_stats();
+    // SAFETY: out is valid for a write (contract).
+    unsafe {
+        out.write(ThreadStats {
+            allocated: t.allocated,
+            deallocated: t.deallocated,
+            cached: t.cached,
+        })
+    };
     0
 }

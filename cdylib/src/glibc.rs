@@ -100,13 +100,86 @@ pub extern "C" fn mallinfo() -> MallInfo {
     }
 }
 
-/// glibc `mallopt`: returns 0 ("not done") for every parameter. None of
-/// glibc's (M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD,
-/// M_MMAP_MAX, M_ARENA_MAX, ...) has a counterpart here: pcpalloc is
-/// tuned by its `PCPALLOC_*` variables and tunes its caches itself.
+/// Android's (bionic, scudo) `M_DECAY_TIME`.
+pub const M_DECAY_TIME: c_int = -100;
+/// Android's `M_PURGE`.
+pub const M_PURGE: c_int = -101;
+/// Android's `M_PURGE_ALL`.
+pub const M_PURGE_ALL: c_int = -104;
+
+/// `mallopt`: 1 when the parameter is one pcpalloc has a counterpart for
+/// and the value is taken, 0 when it is ignored — as glibc returns 1 for
+/// done and 0 for not. What maps:
+///
+/// - `M_DECAY_TIME` (Android's, also scudo's): how soon idle memory goes
+///   back, as `PCPALLOC_DECAY_MS`: 0 → the shortest tick (10 ms), 1 →
+///   the default (1000 ms), -1 → the longest (60000 ms: pcpalloc always
+///   gives idle memory back eventually), 10..=60000 → that many
+///   milliseconds (scudo's reading); other values are refused (0).
+/// - `M_PURGE`, `M_PURGE_ALL` (Android's): give cached and free memory
+///   back now, as `malloc_trim(0)`; always 1.
+///
+/// Ignored (0), with why:
+///
+/// - `M_MMAP_THRESHOLD`, `M_MMAP_MAX`: blocks above 4 MiB always get a
+///   mapping of their own, and there is no limit on how many;
+/// - `M_TRIM_THRESHOLD`, `M_TOP_PAD`: memory does not sit at the top of
+///   one heap; free memory idle for a tick goes back to the OS whatever
+///   its size (tune it with `M_DECAY_TIME` or `PCPALLOC_DECAY_MS`), and the
+///   heap grows in 4 MiB blocks;
+/// - `M_ARENA_MAX`, `M_ARENA_TEST`: there are no arenas: every thread has
+///   a heap of its own over per-CPU page caches (`PCPALLOC_PCP`);
+/// - `M_MXFAST`, `M_CHECK_ACTION`, `M_PERTURB` and anything else: no
+///   fastbins; a bad free always aborts with a line naming it; no
+///   perturbation.
+///
+/// The rest of pcpalloc's run-time settings are `pcpalloc_set`'s.
 #[no_mangle]
-pub extern "C" fn mallopt(_param: c_int, _value: c_int) -> c_int {
-    0
+pub extern "C" fn mallopt(param: c_int, value: c_int) -> c_int {
+    match param {
+        M_DECAY_TIME => {
+            let ms: u32 = match value {
+                -1 => 60_000,
+                0 => 10,
+                1 => 1000,
+                v if v >= 10 => v as u32,
+                _ => return 0,
+            };
+            let mut text = [0u8; 16];
+            let mut w = Digits {
+                buf: &mut text,
+                len: 0,
+            };
+            let _ = write!(w, "{ms}");
+            let len = w.len;
+            c_int::from(
+                pcpalloc_core::internals::set_bytes(b"PCPALLOC_DECAY_MS", &text[..len]).is_ok(),
+            )
+        }
+        M_PURGE | M_PURGE_ALL => {
+            pcpalloc_core::trim();
+            1
+        }
+        _ => 0,
+    }
+}
+
+/// A number's digits on the stack.
+struct Digits<'a> {
+    buf: &'a mut [u8; 16],
+    len: usize,
+}
+
+impl core::fmt::Write for Digits<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 /// glibc `malloc_trim`: gives cached and free memory back; 1 if any was
@@ -116,10 +189,14 @@ pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
     c_int::from(pcpalloc_core::trim() > 0)
 }
 
-/// glibc `malloc_stats`: the report on stderr.
+/// glibc `malloc_stats`: the report on stderr, as text.
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
-    pcpalloc_core::internals::print_stats(2);
+    pcpalloc_core::internals::report_to(|b| {
+        // SAFETY: b is readable for b.len() bytes; fd 2 may be closed
+        // (then the write fails, harmlessly).
+        unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+    });
 }
 
 /// glibc `malloc_info`: the report as XML on `fp` — `<system>` totals as
@@ -151,6 +228,9 @@ pub unsafe extern "C" fn malloc_info(options: c_int, fp: *mut libc::FILE) -> c_i
     );
     put(head.bytes());
     let mut w = Lines::new(|line| {
+        if line.first() == Some(&b'#') {
+            return; // the summary: the same figures are among the stats
+        }
         let (name, value) = name_value(line);
         let mut out = Buf::new();
         out.push(b"<stat name=\"");

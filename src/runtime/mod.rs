@@ -19,8 +19,11 @@
 //! - `report.rs`: the counters and the invariant checks;
 //! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
 //! - `files.rs`: the files written per process (report, trace);
-//! - `settings.rs`: the `PCPALLOC_*` variables.
+//! - `settings.rs`: the `PCPALLOC_*` variables;
+//! - `control.rs`: settings changed at run time, and the word said before
+//!   a Rust allocation failure aborts.
 
+pub mod control;
 pub mod files;
 pub mod fork;
 pub mod hooks;
@@ -41,6 +44,7 @@ pub use paths::{
 };
 pub use process::{configure_once, ensure_init, free_key, pages_of, HEAPS, PAGES};
 pub use report::{
-    check_invariants, check_invariants_quiescent, print_stats, report_to, stats, write_report,
+    check_invariants, check_invariants_quiescent, print_stats, report_json_to, report_to, stats,
+    write_report, write_report_json,
 };
-pub use thread::thread_heap;
+pub use thread::{thread_flush, thread_heap, thread_stats};

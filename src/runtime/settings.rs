@@ -3,7 +3,14 @@
 //! and doc. The README's table is checked against [`TUNABLES`] by a test.
 //!
 //! A bad value never crashes: it gets one line on stderr naming the
-//! variable, the value and the default used instead.
+//! variable, the value and what is used instead.
+//!
+//! A Rust program's `Config` goes through the same table: each value it
+//! carries is written as the text the environment would give
+//! ([`ConfigValue`]) and parsed by the same `apply`, with the same line on
+//! stderr when it is refused ([`apply_config`]). The settings marked
+//! [`AtRunTime`] can also change while the program runs (`pcpalloc_set`,
+//! `pcpalloc::set`; see `control.rs`).
 //!
 //! The heuristics and the free_count policy are knobs of a page allocator
 //! (`page_alloc/knobs.rs`); these variables set the runtime's at init, and
@@ -20,7 +27,7 @@ use crate::page_alloc::knobs::{
 };
 use crate::page_alloc::zone::ThpPolicy;
 use crate::sys;
-use crate::util::{buf::FixedBuf, parse_size, parse_u64};
+use crate::util::{buf::FixedBuf, parse_size, parse_u64, write_json_string};
 
 /// Where pagesets live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +47,12 @@ static KNOBS: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.to_bits());
 /// The knobs the environment asked for.
 pub fn env_knobs() -> Knobs {
     Knobs::from_bits(KNOBS.load(Relaxed))
+}
+
+/// Makes `k` (the knobs the page allocator runs with) the base a
+/// setting changed at run time starts from.
+pub fn sync_knobs(k: Knobs) {
+    KNOBS.store(k.to_bits(), Relaxed);
 }
 
 fn update_knobs(f: impl FnOnce(&mut Knobs)) {
@@ -115,6 +128,8 @@ pub struct Settings {
     pub background: AtomicBool,
     /// Print stats at exit.
     pub stats_at_exit: AtomicBool,
+    /// ... as one JSON object (`PCPALLOC_STATS=json`) rather than text.
+    pub stats_json: AtomicBool,
     /// Seed 004 stealing rules on.
     pub steal_seed_004: AtomicBool,
     /// Transparent huge pages for the heap: ThpPolicy as u32.
@@ -135,6 +150,7 @@ pub static SETTINGS: Settings = Settings {
     decay_ms: AtomicU32::new(DEFAULT_DECAY_MS),
     background: AtomicBool::new(true),
     stats_at_exit: AtomicBool::new(false),
+    stats_json: AtomicBool::new(false),
     steal_seed_004: AtomicBool::new(true),
     thp: AtomicU32::new(ThpPolicy::DEFAULT as u32),
     stats_file: PathSetting::new(),
@@ -153,47 +169,73 @@ impl Settings {
     }
 }
 
-/// The configuration a Rust program's global allocator carries (see the
-/// crate's `Config`), applied before the environment is read — so the
-/// environment overrides it.
+/// A value a Rust program's `Config` gives one setting. It is written as
+/// the text the environment would give and parsed by the setting's own
+/// `apply`, so code and environment take exactly the same values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Preset {
-    /// Memory limit in bytes, 0 for the default.
-    pub memory_limit: usize,
-    /// Maintenance tick in ms.
-    pub decay_ms: u32,
-    /// Where pagesets live.
-    pub pcp_mode: PcpMode,
-    /// The heuristics in force.
-    pub heuristics: Heuristics,
-    /// Print the report at exit.
-    pub stats_at_exit: bool,
-    /// Run the tick on a background thread.
-    pub background: bool,
+pub enum ConfigValue {
+    /// Not set: the default (or the environment's value) stays.
+    Unset,
+    /// A number, written in decimal.
+    Num(u64),
+    /// A word or a path, as is.
+    Text(&'static str),
+    /// A set of heuristics, written as `PCPALLOC_HEURISTICS` takes it.
+    Heuristics(u32),
 }
 
-impl Preset {
-    /// The defaults, as the environment's.
-    pub const DEFAULT: Preset = Preset {
-        memory_limit: 0,
-        decay_ms: DEFAULT_DECAY_MS,
-        pcp_mode: PcpMode::Cpu,
-        heuristics: Heuristics::ALL,
-        stats_at_exit: false,
-        background: true,
+/// One value per entry of [`TUNABLES`], in its order.
+pub type ConfigValues = [ConfigValue; NR_TUNABLES];
+
+/// No value set.
+pub const CONFIG_UNSET: ConfigValues = [ConfigValue::Unset; NR_TUNABLES];
+
+/// Which settings a `Config` set (bit i for `TUNABLES[i]`), so a bad
+/// environment value says it keeps the `Config`'s.
+static CONFIG_SET: AtomicU32 = AtomicU32::new(0);
+
+/// Applies a `Config`'s values (at init, before the environment, which
+/// overrides them). Each goes through its setting's parser; a refused one
+/// gets one line on stderr, as a bad environment value does, and the
+/// default stays.
+pub fn apply_config(values: &ConfigValues) {
+    for (i, (t, v)) in TABLE.iter().zip(values).enumerate() {
+        let mut text = FixedBuf::<{ STATS_FILE_MAX + 16 }>::new();
+        if !write_value(&mut text, v) {
+            continue;
+        }
+        match (t.apply)(text.as_bytes()) {
+            Ok(()) => {
+                CONFIG_SET.fetch_or(1 << i, Relaxed);
+            }
+            Err(reason) => {
+                let mut line = FixedBuf::<400>::new();
+                line.push_bytes(b"pcpalloc: ignoring Config::");
+                line.push_bytes(t.config.as_bytes());
+                line.push_bytes(b"(");
+                if matches!(v, ConfigValue::Text(_)) {
+                    line.push_bytes(b"\"");
+                    line.push_bytes(&text.as_bytes()[..text.len().min(64)]);
+                    line.push_bytes(b"\"");
+                } else {
+                    line.push_bytes(&text.as_bytes()[..text.len().min(64)]);
+                }
+                let _ = writeln!(line, ") ({reason}); using the default, {}", t.default);
+                sys::write_stderr(line.as_bytes());
+            }
+        }
+    }
+}
+
+/// Writes `v` as the environment's text; false for [`ConfigValue::Unset`].
+fn write_value(w: &mut dyn Write, v: &ConfigValue) -> bool {
+    let _ = match *v {
+        ConfigValue::Unset => return false,
+        ConfigValue::Num(n) => write!(w, "{n}"),
+        ConfigValue::Text(s) => w.write_str(s),
+        ConfigValue::Heuristics(bits) => write_heuristics(w, Heuristics(bits)),
     };
-}
-
-/// Applies `p` to the settings (before the environment, at init).
-pub fn apply_preset(p: &Preset) {
-    SETTINGS.memory_limit.store(p.memory_limit, Relaxed);
-    SETTINGS
-        .decay_ms
-        .store(p.decay_ms.clamp(DECAY_MS_MIN, DECAY_MS_MAX), Relaxed);
-    SETTINGS.pcp_mode.store(p.pcp_mode as u32, Relaxed);
-    SETTINGS.stats_at_exit.store(p.stats_at_exit, Relaxed);
-    SETTINGS.background.store(p.background, Relaxed);
-    update_knobs(|k| k.heuristics = p.heuristics);
+    true
 }
 
 /// Shortest maintenance tick.
@@ -204,28 +246,89 @@ pub const DECAY_MS_MAX: u32 = 60_000;
 pub const MEMORY_LIMIT_MIN: u64 = 4 << 20;
 
 /// Why a value was refused.
-type Verdict = Result<(), &'static str>;
+pub type Verdict = Result<(), &'static str>;
+
+/// Whether, and how, a setting can change while the program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtRunTime {
+    /// Read once at init (what it sets up is not rebuilt).
+    Never,
+    /// Read where it is used, every time: a new value takes effect at once.
+    Now,
+    /// A knob of the page allocator: the new knobs are handed to it.
+    Knobs,
+    /// The memory limit: the budget's wall moves (lowered below what is
+    /// charged, it only makes later charges fail).
+    MemoryLimit,
+}
 
 /// One environment variable: name, accepted values, default, meaning.
 pub struct Tunable {
     /// The variable's name.
     pub name: &'static str,
+    /// The `Config` method that sets it (and the short name
+    /// `pcpalloc::set` also takes).
+    pub config: &'static str,
+    /// Whether it can change at run time.
+    pub at_run_time: AtRunTime,
     /// Accepted values.
     pub values: &'static str,
     /// The default, as text.
     pub default: &'static str,
     /// What it does.
     pub doc: &'static str,
-    apply: fn(&[u8]) -> Verdict,
+    pub(crate) apply: fn(&[u8]) -> Verdict,
     /// Writes the value in force (the report's header), given the knobs
     /// the page allocator runs with.
-    show: fn(&mut dyn Write, &Knobs) -> fmt::Result,
+    pub(crate) show: fn(&mut dyn Write, &Knobs) -> fmt::Result,
 }
 
 /// Every `PCPALLOC_*` variable.
-pub static TUNABLES: &[Tunable] = &[
+pub static TUNABLES: &[Tunable] = &TABLE;
+
+/// How many settings there are.
+pub const NR_TUNABLES: usize = 14;
+
+/// The index of the setting `name` in [`TUNABLES`] (a compile-time error
+/// in a constant when there is none).
+pub const fn index_of(name: &str) -> usize {
+    let mut i = 0;
+    while i < NR_TUNABLES {
+        if bytes_eq(TABLE[i].name.as_bytes(), name.as_bytes()) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("no such setting");
+}
+
+const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The setting named `name`: its variable (`PCPALLOC_DECAY_MS`) or its
+/// `Config` method's name (`decay_ms`).
+pub fn find(name: &[u8]) -> Option<&'static Tunable> {
+    TUNABLES
+        .iter()
+        .find(|t| t.name.as_bytes() == name || t.config.as_bytes() == name)
+}
+
+const TABLE: [Tunable; NR_TUNABLES] = [
     Tunable {
         name: "PCPALLOC_MEMORY_LIMIT",
+        config: "memory_limit",
+        at_run_time: AtRunTime::MemoryLimit,
         values: "`none`, or bytes with K/KiB, M/MiB, G/GiB or T/TiB; at least 4 MiB",
         default: "none",
         doc: "A wall on the memory the heap may hold resident (pages handed out and not yet given back, page descriptors, huge blocks); past it, after reclaiming, malloc returns NULL with ENOMEM. Without it only the OS and the cgroup limit the heap, as for glibc.",
@@ -248,6 +351,8 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_PCP",
+        config: "pagesets",
+        at_run_time: AtRunTime::Never,
         values: "cpu | thread",
         default: "cpu",
         doc: "Pagesets per CPU (chosen by sched_getcpu) or per thread.",
@@ -264,9 +369,11 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_BATCH_SCALE_MAX",
+        config: "batch_scale_max",
+        at_run_time: AtRunTime::Knobs,
         values: "0..=6",
         default: "5",
-        doc: "Largest batch scale factor (seed 000 patch 4); bounds refill/drain latency.",
+        doc: "Largest batch scale factor (\"mm: restrict the pcp batch scale factor to avoid too long latency\", Linux 6.7); bounds refill/drain latency.",
         apply: |v| match parse_u64(v) {
             None => Err("not a number"),
             Some(n) if n > u64::from(MAX_BATCH_SCALE_MAX) => Err("above the maximum of 6"),
@@ -279,12 +386,17 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_HIGH_FRACTION",
+        config: "high_fraction",
+        at_run_time: AtRunTime::Never,
         values: "0, or >= 8",
         default: "0 (auto-tune)",
         doc: "Fixed pageset high = managed / fraction / CPUs; turns auto-tuning off.",
         apply: |v| match parse_u64(v) {
             None => Err("not a number"),
-            Some(0) => Ok(()),
+            Some(0) => {
+                SETTINGS.high_fraction.store(0, Relaxed);
+                Ok(())
+            }
             Some(n) if n < 8 => Err("between 1 and 7 (the kernel's minimum fraction is 8)"),
             Some(n) => {
                 SETTINGS.high_fraction.store(n as usize, Relaxed);
@@ -295,9 +407,11 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_HEURISTICS",
+        config: "heuristics",
+        at_run_time: AtRunTime::Knobs,
         values: "all | base | list of 1,3,5,7,8,9 or names, '-' to remove",
         default: "all",
-        doc: "Which seed 000 heuristics run (ablation): e.g. `base`, `1,3`, `all,-8`.",
+        doc: "Which heuristics of the PCP auto-tuning series (Linux 6.7) run, by patch number or name: e.g. `base`, `1,3`, `all,-8`.",
         apply: |v| match parse_heuristics(v) {
             Some(h) => {
                 update_knobs(|k| k.heuristics = h);
@@ -309,9 +423,11 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_FREE_COUNT",
+        config: "free_count",
+        at_run_time: AtRunTime::Knobs,
         values: "halve | exact",
         default: "halve",
-        doc: "What an allocation does to free_count (seed 002).",
+        doc: "What an allocation does to free_count: halve it (Linux 6.7) or subtract the pages taken (Nikhil Dhama's first fix).",
         apply: |v| {
             let m = match v {
                 b"halve" => FreeCountMode::Halve,
@@ -325,9 +441,11 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_FREE_HIGH_THRESHOLD",
+        config: "free_high_threshold",
+        at_run_time: AtRunTime::Knobs,
         values: "batch | 5batch | batch+high_min/2",
         default: "batch+high_min/2",
-        doc: "free_count needed before consecutive high-order frees drain (seed 002).",
+        doc: "free_count needed before consecutive high-order frees drain: batch (Linux 6.7), 5 batch (Dhama's second fix), batch + high_min/2 (Linux 6.16).",
         apply: |v| {
             let t = match v {
                 b"batch" => FreeHighThreshold::Batch,
@@ -342,6 +460,8 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_DECAY_MS",
+        config: "decay_ms",
+        at_run_time: AtRunTime::Now,
         values: "10..=60000",
         default: "1000",
         doc: "Maintenance tick: pageset high decay and release of idle memory.",
@@ -358,6 +478,8 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_BACKGROUND",
+        config: "background_thread",
+        at_run_time: AtRunTime::Never,
         values: "0 | 1",
         default: "1",
         doc: "Run the tick on a background thread; 0 runs it from allocation slow paths.",
@@ -366,14 +488,33 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_STATS",
-        values: "0 | 1",
+        config: "stats",
+        at_run_time: AtRunTime::Now,
+        values: "0 | 1 | json",
         default: "0",
-        doc: "Print the stats report (`name value` lines) at exit, to stderr or PCPALLOC_STATS_FILE.",
-        apply: |v| apply_bool(v, &SETTINGS.stats_at_exit),
-        show: |w, _| show_bool(w, &SETTINGS.stats_at_exit),
+        doc: "Print the stats report at exit, to stderr or PCPALLOC_STATS_FILE: a summary then `name value` lines, or one JSON object.",
+        apply: |v| {
+            let json = v.eq_ignore_ascii_case(b"json");
+            if json {
+                SETTINGS.stats_at_exit.store(true, Relaxed);
+            } else {
+                apply_bool(v, &SETTINGS.stats_at_exit).map_err(|_| "neither 0, 1 nor json")?;
+            }
+            SETTINGS.stats_json.store(json, Relaxed);
+            Ok(())
+        },
+        show: |w, _| {
+            if SETTINGS.stats_at_exit.load(Relaxed) && SETTINGS.stats_json.load(Relaxed) {
+                w.write_str("json")
+            } else {
+                show_bool(w, &SETTINGS.stats_at_exit)
+            }
+        },
     },
     Tunable {
         name: "PCPALLOC_STATS_FILE",
+        config: "stats_file",
+        at_run_time: AtRunTime::Never,
         values: "a path; %p becomes the process id",
         default: "(stderr)",
         doc: "Write the report at exit to this file instead of stderr (implies PCPALLOC_STATS=1).",
@@ -386,6 +527,8 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_TRACE",
+        config: "trace",
+        at_run_time: AtRunTime::Never,
         values: "a path prefix",
         default: "(none)",
         doc: "Record every allocation event to PREFIX.<pid> for pcpalloc-replay (see the README's Replay section).",
@@ -394,9 +537,11 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_STEAL",
+        config: "steal",
+        at_run_time: AtRunTime::Never,
         values: "seed004 | baseline",
         default: "seed004",
-        doc: "Page stealing rules: seed 004 as merged, or the 3.19-rc4 baseline.",
+        doc: "Page stealing rules: Vlastimil Babka's \"page stealing tweaks\" (Linux 4.0; seed 004), or the rules of Linux 3.19 before them.",
         apply: |v| {
             let on = match v {
                 b"seed004" => true,
@@ -410,6 +555,8 @@ pub static TUNABLES: &[Tunable] = &[
     },
     Tunable {
         name: "PCPALLOC_THP",
+        config: "huge_pages",
+        at_run_time: AtRunTime::Never,
         values: "never | always | dense",
         default: "dense",
         doc: "Transparent huge pages for the heap's pageblocks: never (madvise NOHUGEPAGE), always (MADV_HUGEPAGE on every block), or dense: once the heap passes 64 MiB, where a 2 MiB page is mostly used anyway.",
@@ -443,6 +590,18 @@ pub fn write_settings(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
     Ok(())
 }
 
+/// Writes every setting in force as the members of a JSON object
+/// (`"NAME":"value"`, comma-separated; the braces are the caller's).
+pub fn write_settings_json(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
+    for (i, t) in TUNABLES.iter().enumerate() {
+        let mut v = FixedBuf::<{ STATS_FILE_MAX + 16 }>::new();
+        (t.show)(&mut v, knobs)?;
+        write!(w, "{}\"{}\":", if i == 0 { "" } else { "," }, t.name)?;
+        write_json_string(w, v.as_bytes())?;
+    }
+    Ok(())
+}
+
 fn apply_bool(v: &[u8], cell: &AtomicBool) -> Verdict {
     match v {
         b"0" | b"false" | b"off" | b"no" => cell.store(false, Relaxed),
@@ -452,14 +611,24 @@ fn apply_bool(v: &[u8], cell: &AtomicBool) -> Verdict {
     Ok(())
 }
 
-/// One warning line: `pcpalloc: ignoring NAME=VALUE (REASON); using ...`.
-fn warn(name: &[u8], value: &[u8], reason: &str, default: &str) {
-    let mut line = FixedBuf::<320>::new();
+/// One warning line: `pcpalloc: ignoring NAME=VALUE (REASON); using the
+/// default, DEFAULT` — or `keeping the Config's value, VALUE` when the
+/// program's `Config` set this one (`TUNABLES[i]`).
+fn warn(i: usize, value: &[u8], reason: &str) {
+    let t = &TABLE[i];
+    let mut line = FixedBuf::<400>::new();
     line.push_bytes(b"pcpalloc: ignoring ");
-    line.push_bytes(&name[..name.len().min(64)]);
+    line.push_bytes(t.name.as_bytes());
     line.push_bytes(b"=");
     line.push_bytes(&value[..value.len().min(64)]);
-    let _ = writeln!(line, " ({reason}); using the default, {default}");
+    let _ = write!(line, " ({reason}); ");
+    if CONFIG_SET.load(Relaxed) & (1 << i) != 0 {
+        line.push_bytes(b"keeping the Config's value, ");
+        let _ = (t.show)(&mut line, &env_knobs());
+    } else {
+        let _ = write!(line, "using the default, {}", t.default);
+    }
+    line.push_bytes(b"\n");
     sys::write_stderr(line.as_bytes());
 }
 
@@ -472,7 +641,7 @@ pub fn load_from_env() {
     if sys::secure_mode() {
         return;
     }
-    for t in TUNABLES {
+    for (i, t) in TABLE.iter().enumerate() {
         let mut name = FixedBuf::<64>::new();
         name.push_bytes(t.name.as_bytes());
         name.push_bytes(b"\0");
@@ -481,7 +650,7 @@ pub fn load_from_env() {
         };
         let v = raw.trim_ascii();
         if let Err(reason) = (t.apply)(v) {
-            warn(t.name.as_bytes(), v, reason, t.default);
+            warn(i, v, reason);
         }
     }
     sys::for_each_env(|entry| {

@@ -6,6 +6,7 @@ use core::sync::atomic::{AtomicU8, Ordering::*};
 
 use crate::runtime::settings::SETTINGS;
 use crate::slab::{self, Heap};
+use crate::stats_report::ThreadStats;
 
 use super::files::{self, PidIn};
 use super::process::{self, pages_of, HEAPS, PAGES};
@@ -133,6 +134,42 @@ extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
         HEAPS.abandon(h);
         tick::after_thread_exit();
         crate::sys::set_errno(saved);
+    }
+}
+
+/// Gives back what the calling thread's heap caches — the free objects on
+/// its bins, its cached large blocks, its parked empty slabs — and
+/// collects the frees other threads made of its objects; emptied slabs go
+/// back to the page allocator. The heap stays the thread's (jemalloc's
+/// `thread.tcache.flush`). A thread without a heap has nothing to give.
+pub fn thread_flush() {
+    if !process::is_ready() {
+        return;
+    }
+    let h = tls::current_heap();
+    // SAFETY: h is this thread's heap (or the empty heap, left alone).
+    unsafe {
+        if !(*h).is_empty_heap() {
+            let pages = pages_of(&*h);
+            (*h).owned().collect(&pages);
+        }
+    }
+}
+
+/// The calling thread's byte counters (see [`ThreadStats`]); zeros for a
+/// thread that has not allocated.
+pub fn thread_stats() -> ThreadStats {
+    let h = tls::current_heap();
+    // SAFETY: heaps live forever; only atomics are read.
+    let h = unsafe { &*h };
+    if h.is_empty_heap() {
+        return ThreadStats::default();
+    }
+    let [taken, returned, remote_freed, large_allocated, large_freed] = h.totals();
+    ThreadStats {
+        allocated: taken + large_allocated,
+        deallocated: returned + remote_freed + large_freed,
+        cached: h.usage().binned,
     }
 }
 

@@ -272,6 +272,21 @@ impl Heap {
         }
     }
 
+    /// The only-growing counters behind [`usage`](Self::usage): bytes of
+    /// small objects taken onto this heap's bins, put back on its slabs,
+    /// and freed by its thread onto other heaps' slabs; bytes of large
+    /// blocks its thread allocated, and freed.
+    pub fn totals(&self) -> [u64; 5] {
+        [
+            &self.small_taken,
+            &self.small_returned,
+            &self.small_remote_freed,
+            &self.large_allocated,
+            &self.large_freed,
+        ]
+        .map(|c| c.load(Relaxed))
+    }
+
     /// Counts `bytes` of another heap's small object freed by `h`'s thread
     /// (`h` is the calling thread's heap or the empty heap). So the bytes
     /// in use drop at the free, not when the owner collects it.

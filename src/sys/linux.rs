@@ -574,6 +574,25 @@ pub fn cgroup_limit_bytes() -> Option<u64> {
     cgroup_v2_max().or_else(cgroup_v1_limit)
 }
 
+/// Writes the program's name into `out`: the path it was executed by
+/// (the kernel's `AT_EXECFN`), else its name from /proc/self/comm.
+pub fn program_name<const N: usize>(out: &mut FixedBuf<N>) {
+    // SAFETY: getauxval has no preconditions.
+    let p = unsafe { libc::getauxval(libc::AT_EXECFN) } as *const core::ffi::c_char;
+    if !p.is_null() {
+        // SAFETY: AT_EXECFN names a NUL-terminated string on the initial
+        // stack, alive for the whole process.
+        let path = unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes();
+        if !path.is_empty() {
+            out.push_bytes(path);
+            return;
+        }
+    }
+    if let Some(comm) = read_file(c"/proc/self/comm") {
+        out.push_bytes(comm.as_bytes().trim_ascii_end());
+    }
+}
+
 /// Total RAM, from /proc/meminfo.
 pub fn mem_total_bytes() -> Option<u64> {
     mem_total()

@@ -18,7 +18,7 @@ pub use inject::inject_map_failures;
 pub use linux::{
     advise_huge, cgroup_limit_bytes, coarse_now_ns, collapse, commit, current_cpu, decommit, errno,
     for_each_env, getenv, huge_page_bytes, llc_slice_bytes, map, map_fixed, mem_total_bytes,
-    move_pages, now_ns, nr_cpus_online, nr_cpus_possible, page_size, release, reserve,
-    resident_pages, resize_in_place, secure_mode, set_errno, unmap, write_fd, write_stderr,
-    yield_now,
+    move_pages, now_ns, nr_cpus_online, nr_cpus_possible, page_size, program_name, release,
+    reserve, resident_pages, resize_in_place, secure_mode, set_errno, unmap, write_fd,
+    write_stderr, yield_now,
 };

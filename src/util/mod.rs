@@ -47,6 +47,26 @@ pub fn parse_size(s: &[u8]) -> Option<u64> {
     v.checked_mul(1u64 << shift)
 }
 
+/// Writes `s` as a JSON string: quoted, with `"`, `\` and control
+/// characters escaped, and bytes that are not UTF-8 as U+FFFD.
+pub fn write_json_string(w: &mut dyn core::fmt::Write, s: &[u8]) -> core::fmt::Result {
+    w.write_str("\"")?;
+    for chunk in s.utf8_chunks() {
+        for ch in chunk.valid().chars() {
+            match ch {
+                '"' => w.write_str("\\\"")?,
+                '\\' => w.write_str("\\\\")?,
+                c if (c as u32) < 0x20 => write!(w, "\\u{:04x}", c as u32)?,
+                c => w.write_char(c)?,
+            }
+        }
+        if !chunk.invalid().is_empty() {
+            w.write_str("\u{fffd}")?;
+        }
+    }
+    w.write_str("\"")
+}
+
 /// Parses a plain decimal `u64` (surrounding ASCII whitespace allowed).
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
     let s = s.trim_ascii();

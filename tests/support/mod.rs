@@ -9,7 +9,9 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn target_dir() -> PathBuf {
+/// The target directory: `$CARGO_TARGET_DIR` when set, else the
+/// workspace's `target/`.
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"))

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use crate::measure::median;
 use crate::preload::{allocators, build_lib, compile, instructions_per_1000};
 use crate::{progress, Opts};
+use pcpalloc_bench::runs::Runs;
 use pcpalloc_bench::table::{mib, Table};
 
 /// The bands: label, smallest and largest block in KiB.
@@ -81,7 +81,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     }
     let med = |bi: usize, ai: usize, f: fn(&Sample) -> f64| -> f64 {
         match samples.get(&(bi, ai)) {
-            Some(v) if !v.is_empty() => median(&mut v.iter().map(f).collect::<Vec<_>>()),
+            Some(v) if !v.is_empty() => Runs(v.iter().map(f).collect()).median(),
             _ => f64::NAN,
         }
     };

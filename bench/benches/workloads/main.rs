@@ -4,9 +4,11 @@
 //! latency against BATCH_SCALE_MAX, plots of the auto-tuning, and the
 //! drop-in library under LD_PRELOAD on C programs.
 //!
-//! `cargo bench --bench workloads` (about 8 minutes on 2 cores) or
-//! `cargo bench --bench workloads -- --quick` (under 2 minutes). Results go
-//! to stdout and to target/bench/ (report.md, *.svg).
+//! `cargo bench --bench workloads`, or `-- --quick` for a first look (the
+//! in-process sections only, shorter and fewer runs). Every figure is the
+//! median of its runs with the range beside it; each section says how long
+//! it took. Results go to stdout and to the target directory's `bench/`
+//! (report.md, samples.csv with every run's figures, *.svg).
 
 mod allocs;
 mod band;
@@ -16,6 +18,8 @@ mod sections;
 mod shapes;
 mod thp;
 
+use std::io::IsTerminal;
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// Run parameters.
@@ -32,9 +36,16 @@ pub struct Opts {
     pub baseline: Option<std::path::PathBuf>,
 }
 
+/// The sections quick mode leaves out unless `--only` names them: they
+/// build libpcpalloc.so and run programs for minutes.
+pub const NOT_QUICK: [&str; 4] = ["preload", "band", "thp", "instructions"];
+
 impl Opts {
     pub fn wants(&self, section: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|o| o == section)
+        if !self.only.is_empty() {
+            return self.only.iter().any(|o| o == section);
+        }
+        !(self.quick && NOT_QUICK.contains(&section))
     }
 
     /// These options with at most `n` runs per point in quick mode (the
@@ -48,9 +59,29 @@ impl Opts {
     }
 }
 
-/// Prints a progress line on stderr.
+/// Prints a progress line on stderr, over the last one — on a terminal
+/// only: a log gets one line per section instead (see `main`).
 pub fn progress(msg: &str) {
-    eprint!("\r\x1b[2K{msg}");
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K{msg}");
+    }
+}
+
+/// Every run's figures, as CSV lines (written to samples.csv).
+static SAMPLES: Mutex<String> = Mutex::new(String::new());
+
+/// Records one run's figure: the section, what was run, on what, which
+/// run, the figure's name and its value.
+pub fn record(section: &str, case: &str, variant: &str, run: usize, metric: &str, value: f64) {
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let line = format!(
+        "{},{},{},{run},{},{value}\n",
+        quote(section),
+        quote(case),
+        quote(variant),
+        quote(metric)
+    );
+    SAMPLES.lock().unwrap().push_str(&line);
 }
 
 const HELP: &str = "\
@@ -59,7 +90,7 @@ The workload benchmark: pcpalloc against the system malloc (and peers).
 Usage: cargo bench --bench workloads -- [OPTIONS]
 
 Options:
-  --quick             fewer and shorter runs (about two minutes)
+  --quick             fewer and shorter runs, in-process sections only (a minute or two)
   --secs N            seconds per throughput run
   --runs N            runs per point (the median is reported)
   --only A,B          only these sections: compare ablation pcp burst latency plot preload band thp instructions
@@ -148,17 +179,39 @@ fn main() {
     };
     let quick = opts.quick;
     let t0 = Instant::now();
-    let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    let out_dir = pcpalloc_bench::preload::target_dir().join("bench");
     std::fs::create_dir_all(&out_dir).unwrap();
+    let tty = std::io::stderr().is_terminal();
     let mut md = String::new();
     md.push_str(&sections::header(&opts));
+    if quick && opts.only.is_empty() {
+        md.push_str(&format!(
+            "Quick mode: {} left out (`--only {}` runs them).\n",
+            NOT_QUICK.join(" and "),
+            NOT_QUICK.join(",")
+        ));
+    }
     println!("{md}");
+    SAMPLES
+        .lock()
+        .unwrap()
+        .push_str("section,case,variant,run,metric,value\n");
     for (name, f) in sections::SECTIONS {
         if !opts.wants(name) {
             continue;
         }
-        let text = f(&opts, &out_dir);
-        eprint!("\r\x1b[2K");
+        if !tty {
+            eprintln!("workloads: {name} ...");
+        }
+        let ts = Instant::now();
+        let mut text = f(&opts, &out_dir);
+        if tty {
+            eprint!("\r\x1b[2K");
+        }
+        text.push_str(&format!(
+            "\n_The {name} section took {:.0} s._\n",
+            ts.elapsed().as_secs_f64()
+        ));
         println!("{text}");
         md.push_str(&text);
         md.push('\n');
@@ -171,5 +224,9 @@ fn main() {
     println!("{took}");
     md.push_str(&took);
     std::fs::write(out_dir.join("report.md"), md).unwrap();
-    println!("Report and plots written to {}", out_dir.display());
+    std::fs::write(out_dir.join("samples.csv"), &*SAMPLES.lock().unwrap()).unwrap();
+    println!(
+        "Report, every run's figures and plots written to {} (report.md, samples.csv, *.svg)",
+        out_dir.display()
+    );
 }

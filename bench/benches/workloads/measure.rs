@@ -1,4 +1,5 @@
-//! Measuring: CPU time, RSS and its peak, medians.
+//! Measuring: CPU time, RSS and its peak (medians and ranges are
+//! `pcpalloc_bench::runs`).
 
 use std::time::Instant;
 
@@ -34,19 +35,6 @@ pub fn peak_rss() -> u64 {
 /// Resets the kernel's peak-RSS counter to the current RSS (clear_refs 5).
 pub fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-/// The median of `v` (sorted in place).
-pub fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// Seconds since `t`.

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::measure::median;
 use crate::{progress, Opts};
+use pcpalloc_bench::runs::Runs;
 use pcpalloc_bench::table::{mib, Table};
 
 /// How a program's time is read.
@@ -113,15 +113,21 @@ const PROGRAMS: &[Program] = &[
     },
 ];
 
-fn workspace() -> PathBuf {
-    pcpalloc_bench::preload::workspace()
+/// Builds libpcpalloc.so in its own target directory beside the one the
+/// benchmark was built in (cargo holds that one while benchmarks run) and
+/// returns its path.
+pub(crate) fn build_lib() -> Option<PathBuf> {
+    pcpalloc_bench::preload::build_lib(&pcpalloc_bench::preload::target_dir().join("preload"))
 }
 
-/// Builds libpcpalloc.so in its own target directory (cargo holds the main
-/// one while benchmarks run) and returns its path.
-pub(crate) fn build_lib() -> Option<PathBuf> {
-    pcpalloc_bench::preload::build_lib(&workspace().join("target/preload"))
-}
+/// Where the system keeps its shared libraries: the first of these that
+/// exists.
+const LIB_DIRS: [&str; 4] = [
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+];
 
 pub(crate) fn compile(name: &str, out: &Path) -> Option<PathBuf> {
     let bin = out.join(name);
@@ -143,14 +149,16 @@ pub(crate) fn allocators(lib: PathBuf, opts: &Opts) -> Vec<(&'static str, Option
     if let Some(b) = &opts.baseline {
         v.push(("before", Some(b.clone())));
     }
-    let dir = Path::new("/usr/lib/x86_64-linux-gnu");
     for (name, file) in [
         ("mimalloc", "libmimalloc.so.2"),
         ("jemalloc", "libjemalloc.so.2"),
         ("tcmalloc", "libtcmalloc_minimal.so.4"),
     ] {
-        let p = dir.join(file);
-        if p.exists() {
+        if let Some(p) = LIB_DIRS
+            .iter()
+            .map(|d| Path::new(d).join(file))
+            .find(|p| p.exists())
+        {
             v.push((name, Some(p)));
         }
     }
@@ -210,8 +218,13 @@ pub fn section(opts: &Opts, out: &Path) -> String {
         .collect();
     // Interleaved: each round runs every program on every allocator.
     let mut samples: HashMap<(usize, usize), Vec<(f64, f64)>> = HashMap::new();
+    // Each round's time ratio of every allocator to the system's (and to
+    // mimalloc's), for the ranges.
+    let mut round_ratios: HashMap<(usize, usize), Runs> = HashMap::new();
+    let mimalloc = allocs.iter().position(|a| a.0 == "mimalloc");
     for r in 0..opts.runs {
         for (pi, (p, bin)) in progs.iter().enumerate() {
+            let mut times = vec![f64::NAN; allocs.len()];
             for (ai, (name, pre)) in allocs.iter().enumerate() {
                 progress(&format!(
                     "preload: round {}/{}: {} on {name}",
@@ -221,18 +234,41 @@ pub fn section(opts: &Opts, out: &Path) -> String {
                 ));
                 let args = if opts.quick { p.quick } else { p.full };
                 if let Some(s) = run(bin, args, pre.as_deref(), p.timed) {
+                    crate::record("preload", p.name, name, r, "seconds", s.0);
+                    crate::record("preload", p.name, name, r, "peak_bytes", s.1);
                     samples.entry((pi, ai)).or_default().push(s);
+                    times[ai] = s.0;
+                }
+            }
+            for ai in 1..allocs.len() {
+                round_ratios
+                    .entry((pi, ai))
+                    .or_default()
+                    .push(times[ai] / times[0]);
+            }
+            if let Some(mi) = mimalloc {
+                round_ratios
+                    .entry((pi, 100 + 1))
+                    .or_default()
+                    .push(times[1] / times[mi]);
+                if opts.baseline.is_some() {
+                    round_ratios
+                        .entry((pi, 100 + 2))
+                        .or_default()
+                        .push(times[2] / times[mi]);
                 }
             }
         }
     }
-    let med = |pi: usize, ai: usize, f: fn(&(f64, f64)) -> f64| -> f64 {
-        match samples.get(&(pi, ai)) {
-            Some(v) if !v.is_empty() => median(&mut v.iter().map(f).collect::<Vec<_>>()),
-            _ => f64::NAN,
-        }
+    let runs_of = |pi: usize, ai: usize, f: fn(&(f64, f64)) -> f64| -> Runs {
+        samples
+            .get(&(pi, ai))
+            .map(|v| v.iter().map(f).collect())
+            .unwrap_or_default()
     };
-    let mimalloc = allocs.iter().position(|a| a.0 == "mimalloc");
+    let ratio_of = |pi: usize, key: usize| -> Runs {
+        round_ratios.get(&(pi, key)).cloned().unwrap_or_default()
+    };
     let mut head: Vec<String> = vec!["program".into(), "system (s)".into()];
     for (n, _) in &allocs[1..] {
         head.push(format!("{n} / system"));
@@ -252,27 +288,29 @@ pub fn section(opts: &Opts, out: &Path) -> String {
         &head_refs,
     );
     let mut ratios: Vec<Vec<f64>> = vec![vec![]; head.len()];
+    let two = |v: f64| format!("{v:.2}");
     for (pi, (p, _)) in progs.iter().enumerate() {
-        let times: Vec<f64> = (0..allocs.len()).map(|ai| med(pi, ai, |s| s.0)).collect();
-        let rss: Vec<f64> = (0..allocs.len()).map(|ai| med(pi, ai, |s| s.1)).collect();
-        let mut row = vec![p.what.to_string(), format!("{:.3}", times[0])];
+        let mut row = vec![p.what.to_string(), runs_of(pi, 0, |s| s.0).show(3)];
         let mut col = 2;
-        for tm in &times[1..] {
-            row.push(format!("{:.2}", tm / times[0]));
-            ratios[col].push(tm / times[0]);
+        for ai in 1..allocs.len() {
+            let r = ratio_of(pi, ai);
+            row.push(r.show_with(two));
+            ratios[col].push(r.median());
             col += 1;
         }
-        if let Some(mi) = mimalloc {
-            row.push(format!("{:.2}", times[1] / times[mi]));
-            ratios[col].push(times[1] / times[mi]);
+        if mimalloc.is_some() {
+            let r = ratio_of(pi, 101);
+            row.push(r.show_with(two));
+            ratios[col].push(r.median());
             col += 1;
             if opts.baseline.is_some() {
-                row.push(format!("{:.2}", times[2] / times[mi]));
-                ratios[col].push(times[2] / times[mi]);
+                let r = ratio_of(pi, 102);
+                row.push(r.show_with(two));
+                ratios[col].push(r.median());
             }
         }
-        for m in &rss {
-            row.push(mib(*m));
+        for ai in 0..allocs.len() {
+            row.push(runs_of(pi, ai, |s| s.1).show_with(mib));
         }
         t.row(row);
     }
@@ -286,13 +324,24 @@ pub fn section(opts: &Opts, out: &Path) -> String {
         row.push(String::new());
     }
     t.row(row);
+    let peers: Vec<String> = allocs
+        .iter()
+        .filter(|a| !["system", "pcpalloc", "before"].contains(&a.0))
+        .filter_map(|a| Some(a.1.as_ref()?.display().to_string()))
+        .collect();
     t.note = format!(
         "Time of the system malloc in seconds, then time ratios (lower is better): each allocator's \
-         over the system's, and ours (and the earlier build's) over mimalloc's; medians of {} \
-         interleaved rounds. Programs printing `rtime` (fixed duration, 1e9 / throughput) are \
-         timed by it, the others by wall time. RSS: peak resident set of the process (VmHWM). \
-         Peers are Debian's packages under LD_PRELOAD; sources in bench/c/.",
-        opts.runs
+         over the system's, and ours (and the earlier build's) over mimalloc's, each round's ratio; \
+         medians of {} interleaved round(s), range in parentheses (the geometric mean is over the \
+         medians). Programs printing `rtime` (fixed duration, 1e9 / throughput) are timed by it, \
+         the others by wall time. RSS: peak resident set of the process (VmHWM). Peers found \
+         installed and preloaded: {}. Sources in bench/c/.",
+        opts.runs,
+        if peers.is_empty() {
+            "none".to_string()
+        } else {
+            peers.join(", ")
+        }
     );
     t.render()
 }
@@ -442,7 +491,7 @@ pub fn instructions(opts: &Opts, out: &Path) -> String {
     t.note = "Instructions executed inside the allocator (the preloaded library; for the system \
               malloc, libc's malloc family) per 1000 instructions of the program's own code, counted \
               by valgrind's callgrind, which runs threads one at a time: a measure of work per \
-              operation that repeats from run to run. Lower is better."
+              operation that repeats from run to run, so one run each. Lower is better."
         .into();
     t.render()
 }

@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::measure::median;
 use crate::preload::{allocators, build_lib, compile};
 use crate::{progress, Opts};
+use pcpalloc_bench::runs::Runs;
 use pcpalloc_bench::table::{mib, Table};
 
 /// One run's figures.
@@ -145,7 +145,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     }
     let med = |i: usize, f: fn(&Sample) -> f64| -> f64 {
         match samples.get(&i) {
-            Some(v) if !v.is_empty() => median(&mut v.iter().map(f).collect::<Vec<_>>()),
+            Some(v) if !v.is_empty() => Runs(v.iter().map(f).collect()).median(),
             _ => f64::NAN,
         }
     };
@@ -187,7 +187,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     for (k, (label, _, _)) in small.iter().enumerate() {
         let label = format!("peak RSS of {label}");
         row(&label, &|i| match rss.get(&(k, i)) {
-            Some(v) if !v.is_empty() => mib(median(&mut v.clone())),
+            Some(v) if !v.is_empty() => mib(Runs(v.clone()).median()),
             _ => "-".into(),
         });
     }

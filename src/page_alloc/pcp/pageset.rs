@@ -48,6 +48,8 @@ pub struct PcpCounters {
     pub drains: u64,
     /// Pages allocated from this pageset.
     pub pgalloc: u64,
+    /// Allocations it served (one per block, whatever its order).
+    pub allocs: u64,
     /// Pages freed to this pageset.
     pub pgfree: u64,
     /// Pages drained by the tick (decay and expiry).
@@ -173,6 +175,7 @@ impl Pageset {
                     refills: 0,
                     drains: 0,
                     pgalloc: 0,
+                    allocs: 0,
                     pgfree: 0,
                     decayed: 0,
                     refill_max: 0,
@@ -285,6 +288,7 @@ impl Pageset {
         let p = unsafe { g.lists[pindex].pop_front() };
         g.s.count -= 1 << order;
         g.c.pgalloc += 1 << order;
+        g.c.allocs += 1;
         // SAFETY: p is ours now.
         unsafe { (*p).set_kind(PageKind::None) };
         p

@@ -25,7 +25,11 @@
 //!
 //! Invariant: `0 ≤ used ≤ limit` at every moment (`used` never wraps: an
 //! uncharge of more than is charged is a bug, caught by a debug assertion
-//! and, in release builds, saturated at zero).
+//! and, in release builds, saturated at zero) — except after the wall was
+//! lowered at run time ([`Budget::set_limit`]) below what was charged then:
+//! nothing is taken back, later charges fail until enough has been given
+//! back, and `used ≤ max(limit, what was charged when it was lowered)`
+//! ([`Budget::ceiling`]).
 
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -49,6 +53,9 @@ pub struct Budget {
     used: AtomicUsize,
     /// The most `used` has been.
     peak: AtomicUsize,
+    /// What was charged when the wall was last lowered below it (0 when
+    /// it was not): see [`Budget::ceiling`].
+    over: AtomicUsize,
 }
 
 /// Bytes taken from a [`Budget`]; given back when dropped unless kept.
@@ -99,6 +106,7 @@ impl Budget {
             size: AtomicUsize::new(0),
             used: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            over: AtomicUsize::new(0),
         }
     }
 
@@ -106,6 +114,22 @@ impl Budget {
     pub fn configure(&self, limit: usize, size: usize) {
         self.limit.store(limit, Relaxed);
         self.size.store(size, Relaxed);
+    }
+
+    /// Moves the wall (`NO_LIMIT` for none) at run time, keeping the size
+    /// the formulas use. A wall below what is charged takes nothing back:
+    /// charges fail until enough has been given back.
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Relaxed);
+        let used = self.used();
+        self.over
+            .store(if used > limit { used } else { 0 }, Relaxed);
+    }
+
+    /// The most `used` may be now: the wall, or what was charged when the
+    /// wall was lowered below it at run time.
+    pub fn ceiling(&self) -> usize {
+        self.limit().max(self.over.load(Relaxed))
     }
 
     /// Takes `bytes` if they fit under the limit. The one place the
@@ -221,6 +245,25 @@ mod tests {
         b.configure(NO_LIMIT, 1 << 30);
         b.charge(1 << 50).unwrap().keep();
         assert!(!b.has_limit());
+        assert_eq!(b.size(), 1 << 30);
+    }
+
+    #[test]
+    fn a_wall_lowered_below_the_charge_only_stops_new_charges() {
+        let b = Budget::new();
+        b.configure(NO_LIMIT, 1 << 30);
+        b.charge(1000).unwrap().keep();
+        b.set_limit(600);
+        assert_eq!(b.used(), 1000);
+        assert_eq!(b.ceiling(), 1000);
+        assert!(b.charge(1).is_none());
+        b.uncharge(500);
+        assert!(b.charge(101).is_none());
+        b.charge(100).unwrap().keep();
+        assert_eq!(b.used(), 600);
+        assert!(b.used() <= b.ceiling());
+        b.set_limit(NO_LIMIT);
+        assert!(b.charge(1 << 40).is_some());
         assert_eq!(b.size(), 1 << 30);
     }
 }

@@ -180,7 +180,7 @@ impl Zone {
             "budget {budget} below the zone's share {zone_cost}"
         );
         assert!(
-            budget <= self.budget.limit(),
+            budget <= self.budget.ceiling(),
             "budget {budget} past its limit"
         );
         ZoneWalk {

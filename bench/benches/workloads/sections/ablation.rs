@@ -37,24 +37,26 @@ pub fn ablation(opts: &Opts, _out: &Path) -> String {
                 "alloc_zone",
             ],
         );
-        let mut base: Option<Sample> = None;
+        let mut base: Option<(f64, f64)> = None;
         for row in ROWS {
             let (name, knobs) = (row.label, row.knobs);
             internals::set_knobs(knobs);
-            let s = measure(&load, Which::Pcpalloc, opts, &format!("ablation {name}"));
-            let b = *base.get_or_insert(s);
+            let m = measure(&load, Which::Pcpalloc, opts, "ablation", name);
+            let (bs, bz) = *base.get_or_insert((m.score.median(), m.alloc_zone.median()));
             t.row(vec![
                 name.to_string(),
-                format!("{:.1}", s.score / b.score.max(1e-9) * 100.0),
-                format!("{:.2}%", s.contention),
-                format!("{:.0}", s.free_high),
-                format!("{:.1}", s.alloc_zone / b.alloc_zone.max(1.0) * 100.0),
+                m.score.map(|v| v / bs.max(1e-9) * 100.0).show(1),
+                m.contention.show_with(|v| format!("{v:.2}%")),
+                m.free_high.show(0),
+                m.alloc_zone.map(|v| v / bz.max(1.0) * 100.0).show(1),
             ]);
         }
         t.note = format!(
-            "score: {} relative to base = 100. zone lock contention: time spent waiting for the zone \
-             lock as a share of thread time (CPU time + wait). free_high: drains for consecutive high-order frees. alloc_zone: pages taken \
-             from the zone on refill, relative to base = 100. Medians of {} runs.",
+            "score: {} relative to the base row's median = 100. zone lock contention: time spent \
+             waiting for the zone lock as a share of thread time (CPU time + wait). free_high: \
+             drains for consecutive high-order frees. alloc_zone: pages taken from the zone on \
+             refill, relative to the base row's median = 100. Medians of {} runs, range in \
+             parentheses.",
             load.unit(),
             opts.runs
         );

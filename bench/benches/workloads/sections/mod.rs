@@ -19,9 +19,10 @@ use std::time::Duration;
 use pcpalloc::internals::{self};
 
 use crate::allocs::Which;
-use crate::measure::{cpu_ns, median, peak_rss, reset_peak, rss};
+use crate::measure::{cpu_ns, peak_rss, reset_peak, rss};
 use crate::shapes::{self, Outcome};
 use crate::{progress, with_alloc, Opts};
+use pcpalloc_bench::runs::Runs;
 
 type Section = fn(&Opts, &Path) -> String;
 
@@ -48,9 +49,7 @@ pub fn header(opts: &Opts) -> String {
         .unwrap_or("?")
         .trim()
         .to_string();
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cpus = cpus();
     let mem = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let total = mem
         .lines()
@@ -66,8 +65,10 @@ pub fn header(opts: &Opts) -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     format!(
-        "## pcpalloc workload benchmark\n\n{date}, {model}, {cpus} CPUs, {:.0} GiB RAM; {} runs of {:.1} s per point, medians.\n",
+        "## pcpalloc workload benchmark\n\n{date}, {model}, {cpus} CPUs, {:.0} GiB RAM; {} mode: {} runs of {:.1} s per point. \
+         Figures are medians, with the range over the runs in parentheses.\n",
         total as f64 / (1 << 20) as f64,
+        if opts.quick { "quick" } else { "full" },
         opts.runs,
         opts.secs
     )
@@ -167,27 +168,63 @@ pub fn sample(load: &Load, w: Which, secs: f64) -> Sample {
     }
 }
 
-/// The median of each field over `runs` samples.
-pub fn measure(load: &Load, w: Which, opts: &Opts, what: &str) -> Sample {
-    let mut v: Vec<Sample> = Vec::new();
+impl Sample {
+    /// Records this run's figures in samples.csv.
+    pub fn record(&self, section: &str, case: &str, variant: &str, run: usize) {
+        for (metric, v) in [
+            ("score", self.score),
+            ("peak_bytes", self.peak),
+            ("contention_percent", self.contention),
+            ("free_high", self.free_high),
+            ("alloc_zone", self.alloc_zone),
+        ] {
+            crate::record(section, case, variant, run, metric, v);
+        }
+    }
+}
+
+/// Each figure over the runs of a measurement.
+#[derive(Clone, Default)]
+pub struct Measured {
+    pub score: Runs,
+    pub contention: Runs,
+    pub free_high: Runs,
+    pub alloc_zone: Runs,
+}
+
+impl Measured {
+    pub fn push(&mut self, s: &Sample) {
+        self.score.push(s.score);
+        self.contention.push(s.contention);
+        self.free_high.push(s.free_high);
+        self.alloc_zone.push(s.alloc_zone);
+    }
+}
+
+/// `opts.runs` runs of `load` on `w`, each recorded under `section` and
+/// `variant`.
+pub fn measure(load: &Load, w: Which, opts: &Opts, section: &str, variant: &str) -> Measured {
+    let mut m = Measured::default();
     for r in 0..opts.runs {
         progress(&format!(
-            "{what}: {} on {} (run {}/{})",
+            "{section}: {} on {} {variant} (run {}/{})",
             load.label(),
             w.short(),
             r + 1,
             opts.runs
         ));
-        v.push(sample(load, w, opts.secs));
+        let s = sample(load, w, opts.secs);
+        s.record(section, &load.label(), variant, r);
+        m.push(&s);
     }
-    let med = |f: fn(&Sample) -> f64| median(&mut v.iter().map(f).collect::<Vec<_>>());
-    Sample {
-        score: med(|s| s.score),
-        peak: med(|s| s.peak),
-        contention: med(|s| s.contention),
-        free_high: med(|s| s.free_high),
-        alloc_zone: med(|s| s.alloc_zone),
-    }
+    m
+}
+
+/// How many CPUs this process may run on.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// The three workloads at their default sizes.

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use pcpalloc::internals::{self};
 
 use crate::allocs::Which;
-use crate::measure::{cpu_ns, median};
+use crate::measure::cpu_ns;
 use crate::{progress, Opts};
-use pcpalloc_bench::table::{ratio, Table};
+use pcpalloc_bench::runs::Runs;
+use pcpalloc_bench::table::Table;
 
 pub fn pcp_modes(opts: &Opts, _out: &Path) -> String {
     let opts = &opts.quick_runs(2);
@@ -35,8 +36,8 @@ pub fn pcp_modes(opts: &Opts, _out: &Path) -> String {
     for load in loads {
         let mut res = vec![];
         for mode in ["cpu", "thread"] {
-            let mut scores = vec![];
-            let mut cont = vec![];
+            let mut scores = Runs::new();
+            let mut cont = Runs::new();
             for r in 0..opts.runs {
                 progress(&format!(
                     "pcp modes: {} PCPALLOC_PCP={mode} (run {}/{})",
@@ -47,21 +48,29 @@ pub fn pcp_modes(opts: &Opts, _out: &Path) -> String {
                 if let Some((sc, co, _)) =
                     run_child(&load, Which::Pcpalloc, opts.secs, &[("PCPALLOC_PCP", mode)])
                 {
+                    crate::record("pcp", &load.label(), mode, r, "score", sc);
+                    crate::record("pcp", &load.label(), mode, r, "contention_percent", co);
                     scores.push(sc);
                     cont.push(co);
                 }
             }
-            res.push((median(&mut scores), median(&mut cont)));
+            res.push((scores, cont));
         }
+        let ratio = res[1].0.median() / res[0].0.median().max(1e-9);
         t.row(vec![
             format!("{} ({})", load.label(), load.unit()),
-            format!("{:.1}", res[0].0),
-            format!("{:.1}", res[1].0),
-            ratio(res[1].0 / res[0].0.max(1e-9)),
-            format!("{:.2}%", res[0].1),
-            format!("{:.2}%", res[1].1),
+            res[0].0.show(1),
+            res[1].0.show(1),
+            format!("{ratio:.2}x"),
+            res[0].1.show_with(|v| format!("{v:.2}%")),
+            res[1].1.show_with(|v| format!("{v:.2}%")),
         ]);
     }
+    t.note = format!(
+        "Each run a fresh process with PCPALLOC_PCP set; medians of {} runs, range in parentheses; \
+         thread / cpu is the ratio of the medians.",
+        opts.runs
+    );
     let mut text = t.render();
     text.push('\n');
     text.push_str(&page_throughput(opts));
@@ -88,8 +97,8 @@ pub fn page_throughput(opts: &Opts) -> String {
             let mut row = vec![order.to_string(), threads.to_string()];
             let mut figs = vec![];
             for pcp in [true, false] {
-                let mut scores = vec![];
-                let mut conts = vec![];
+                let mut scores = Runs::new();
+                let mut conts = Runs::new();
                 for r in 0..opts.runs {
                     progress(&format!(
                         "pages: order {order}, {threads} threads, PCP {} (run {}/{})",
@@ -103,22 +112,32 @@ pub fn page_throughput(opts: &Opts) -> String {
                     let pages = page_loop(order, threads, pcp, opts.secs);
                     let c = cpu_ns() - c0;
                     let (w1, _, _) = zone_counters();
+                    let case = format!("order {order}, {threads} threads");
+                    let variant = if pcp { "pcp on" } else { "pcp off" };
+                    crate::record("pages", &case, variant, r, "pages_per_s", pages);
                     scores.push(pages);
                     conts.push(contention(w1 - w0, c));
                 }
-                figs.push((median(&mut scores), median(&mut conts)));
+                figs.push((scores, conts));
             }
-            row.push(format!("{:.2}", figs[0].0 / 1e6));
-            row.push(format!("{:.2}", figs[1].0 / 1e6));
-            row.push(ratio(figs[0].0 / figs[1].0.max(1e-9)));
-            row.push(format!("{:.1}%", figs[0].1));
-            row.push(format!("{:.1}%", figs[1].1));
+            row.push(figs[0].0.map(|v| v / 1e6).show(2));
+            row.push(figs[1].0.map(|v| v / 1e6).show(2));
+            row.push(format!(
+                "{:.2}x",
+                figs[0].0.median() / figs[1].0.median().max(1e-9)
+            ));
+            row.push(figs[0].1.show_with(|v| format!("{v:.1}%")));
+            row.push(figs[1].1.show_with(|v| format!("{v:.1}%")));
             t.row(row);
         }
     }
-    t.note = "Each thread allocates 64 blocks, then frees them, in a loop; pages/s counts pages \
-              allocated. 4 threads run on 2 CPUs."
-        .into();
+    t.note = format!(
+        "Each thread allocates 64 blocks, then frees them, in a loop; pages/s counts pages \
+         allocated; medians of {} runs, range in parentheses; on / off is the ratio of the \
+         medians. {} CPUs.",
+        opts.runs,
+        cpus()
+    );
     t.render()
 }
 

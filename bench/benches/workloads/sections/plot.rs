@@ -87,7 +87,8 @@ pub fn autotune_plot(opts: &Opts, out: &Path) -> String {
         &series,
         &[(work, "churn"), (work + churn, "idle")],
     );
-    std::fs::write(out.join("pcp_autotune.svg"), svg).unwrap();
+    let plot = out.join("pcp_autotune.svg");
+    std::fs::write(&plot, svg).unwrap();
     let peak_kbuild = v
         .iter()
         .filter(|x| x.0 < work)
@@ -102,11 +103,11 @@ pub fn autotune_plot(opts: &Opts, out: &Path) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "### Auto-tuning made visible\n\nCPU 0's pageset (target/bench/pcp_autotune.svg): `high` rose to \
+        "### Auto-tuning made visible\n\nCPU 0's pageset ({}): `high` rose to \
          {peak_kbuild:.0} pages during kbuild and to {peak_churn:.0} during order-0 churn (high_min {}, \
          high_max {}), then decayed by an eighth per tick to {:.0}, with {:.0} pages still cached, \
          after {idle:.0} s idle. burst_idle.svg shows RSS coming back after a burst.",
-        p.high_min, p.high_max, last.0, last.1
+        plot.display(), p.high_min, p.high_max, last.0, last.1
     );
     s
 }
