@@ -1,33 +1,46 @@
-/* larson as published (Larson & Krishnan, "Memory allocation for
- * long-running server applications", ISMM 1998; the form mimalloc-bench
- * runs): written here from the paper's description and that program's
- * arguments, so our harness can run it with its published arguments
+/* larson_server: written from the published description of larson
+ * (Larson & Krishnan, "Memory allocation for long-running server
+ * applications", ISMM 1998; the program mimalloc-bench builds,
+ * daanx/mimalloc-bench bench/larson/larson.cpp, compiled there as C++ with
+ * CPP=1, i.e. new char[] / delete[]). Same logic, in C:
  *
  *   larson_server SECONDS MIN_SIZE MAX_SIZE BLOCKS_PER_THREAD ROUNDS SEED THREADS
- *   (mimalloc-bench: 5 8 1000 5000 100 4141 <cpus>)
+ *   (mimalloc-bench "larsonN": 5 8 1000 5000 100 4141 <cpus>)
  *
- * The main thread allocates THREADS * BLOCKS_PER_THREAD blocks of random
- * sizes in [MIN, MAX), shuffles them and replaces 4 × that many at random.
- * Then each worker owns a slice of BLOCKS_PER_THREAD slots: it frees a
- * random slot and allocates a new block of random size there, ROUNDS ×
- * BLOCKS_PER_THREAD times, writes two bytes into each new block, and then
- * hands its slice to a new thread and exits — so most frees are of blocks
- * another (often exited) thread allocated. After SECONDS the workers stop;
- * the program prints the allocation throughput and, as mimalloc-bench
- * reports it, the "relative time" 1e9 / throughput (lower is better), on a
- * line `rtime SECONDS` our harness reads.
+ * The main thread seeds a 97-entry shuffled linear congruential generator
+ * (Numerical Recipes' constants, so a seed gives the sizes the original
+ * gives), allocates THREADS * BLOCKS_PER_THREAD blocks of sizes in
+ * [MIN, MAX), shuffles them (with their recorded sizes) and replaces 4 ×
+ * that many at random. Each of THREADS slots then gets its slice of the
+ * block array, a seed drawn from the main generator and a thread. A thread
+ * replaces a random block of its slice ROUNDS × BLOCKS_PER_THREAD times
+ * (delete[] the old, new char[] of a random size, record the size, write
+ * two bytes, stop early once the stop flag is up), marks its slot finished
+ * and, unless stopped, starts a fresh thread on the same slice and exits
+ * with pthread_exit — threads are joinable and never joined, as in the
+ * original, so most frees are of blocks an exited thread allocated. After
+ * SECONDS (whole seconds in the original; fractions accepted) the main
+ * thread raises the stop flag, waits for every slot to be finished, prints
+ * the throughput and the relative time 1e9 / throughput as the original
+ * does, then sleeps 2 s for the old threads to die (the original's
+ * Sleep(2500), which its POSIX shim rounds down to whole seconds) and
+ * returns without freeing the blocks. For our harness it also prints
+ * `rtime SECONDS` and the peak RSS (`peak_kib`).
  *
- * The pseudo-random generator is the one the original uses (a 97-entry
- * shuffled linear congruential generator with Numerical Recipes'
- * constants), so the same seed gives the same sizes. */
+ * new[] / delete[] go to the preloaded allocator's C++ operators when it
+ * defines them, to malloc / free otherwise (see cxx_new.h). larson.c builds
+ * this file with LARSON_SIZED: larson-sized, the same program with C++14
+ * sized delete[] (p, size). */
 #include "bench.h"
+#include "cxx_new.h"
 #include <stdatomic.h>
 #include <sys/time.h>
 
 #define MAX_THREADS 100
 #define MAX_BLOCKS 1000000
 
-/* A shuffled LCG: m = 714025, a = 1366, c = 150889, 97-slot table. */
+/* The generator: x' = (1366 x + 150889) mod 714025 fills a 97-slot table;
+ * each draw returns the slot picked by the previous output and refills it. */
 struct lran2 {
     long x, y, v[97];
 };
@@ -51,66 +64,108 @@ static long lran2(struct lran2 *d) {
     return d->y;
 }
 
-struct slice {
-    char **blocks;
-    int nblocks; /* slots owned */
-    int ops;     /* replacements per thread generation */
+static inline void release(char *p, size_t n) {
+#ifdef LARSON_SIZED
+    cxx_delete_array_sized(p, n);
+#else
+    (void)n;
+    cxx_delete_array(p);
+#endif
+}
+
+/* One slot: its slice of the arrays and its counters, handed from thread
+ * to thread. */
+struct slot {
+    int threadno;
+    int ops;          /* replacements per thread: ROUNDS * BLOCKS_PER_THREAD */
+    char **array;     /* its slice of blocks[] */
+    size_t *blksize;  /* and of sizes[] */
+    int asize;        /* BLOCKS_PER_THREAD */
     int min_size, max_size;
-    struct lran2 rng;
-    long allocs;
+    long allocs, frees, threads;
     atomic_int finished;
+    struct lran2 rgen;
 };
 
 static atomic_int stopflag;
 static char *blocks[MAX_BLOCKS];
+static size_t sizes[MAX_BLOCKS];
+static struct lran2 rgen;
+static int min_size, max_size;
 
-static size_t pick(struct lran2 *r, int min, int max) {
-    return max == min ? (size_t)min : (size_t)(min + lran2(r) % (max - min));
+static size_t draw_size(struct lran2 *r, int lo, int hi) {
+    return hi == lo ? (size_t)lo : (size_t)(lo + lran2(r) % (hi - lo));
 }
 
-static void *worker(void *arg);
+static void *exercise(void *arg);
 
-static void spawn(struct slice *s) {
+/* As the original's _beginthread: a joinable, system-scope thread whose
+ * handle is dropped. */
+static void begin_thread(struct slot *s) {
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, worker, s) != 0) {
+    pthread_attr_setscope(&a, PTHREAD_SCOPE_SYSTEM);
+    if (pthread_create(&t, &a, exercise, s) != 0) {
         fprintf(stderr, "pthread_create failed\n");
         exit(1);
     }
     pthread_attr_destroy(&a);
 }
 
-static void *worker(void *arg) {
-    struct slice *s = arg;
+static void *exercise(void *arg) {
+    struct slot *s = arg;
     if (atomic_load(&stopflag)) {
         atomic_store(&s->finished, 1);
         return NULL;
     }
+    atomic_store(&s->finished, 0);
+    s->threads++;
+    int range = s->max_size - s->min_size;
     for (int i = 0; i < s->ops; i++) {
-        int k = (int)(lran2(&s->rng) % s->nblocks);
-        free(s->blocks[k]);
-        size_t n = pick(&s->rng, s->min_size, s->max_size);
-        char *p = malloc(n);
-        if (!p) {
-            fprintf(stderr, "out of memory\n");
-            exit(1);
-        }
-        s->blocks[k] = p;
+        int victim = (int)(lran2(&s->rgen) % s->asize);
+        release(s->array[victim], s->blksize[victim]);
+        s->frees++;
+        size_t n = range == 0 ? (size_t)s->min_size : (size_t)(s->min_size + lran2(&s->rgen) % range);
+        s->array[victim] = cxx_new_array(n);
+        s->blksize[victim] = n;
         s->allocs++;
-        volatile char *c = p; /* write something */
-        c[0] = 'a';
-        (void)c[0];
-        c[1] = 'b';
-        if (atomic_load_explicit(&stopflag, memory_order_relaxed)) break;
+        /* write something: two bytes, reading the first back */
+        volatile char *c = s->array[victim];
+        *c++ = 'a';
+        volatile char ch = *(volatile char *)s->array[victim];
+        (void)ch;
+        *c = 'b';
+        if (atomic_load(&stopflag)) break;
     }
-    if (!atomic_load(&stopflag)) {
-        spawn(s); /* the next generation takes over the slice */
-    } else {
-        atomic_store(&s->finished, 1);
+    atomic_store(&s->finished, 1);
+    if (!atomic_load(&stopflag)) begin_thread(s);
+    pthread_exit(NULL);
+}
+
+/* Allocate n blocks, shuffle them, then replace 4n at random. */
+static void warmup(char **blkp, size_t *blksz, int n) {
+    for (int i = 0; i < n; i++) {
+        size_t sz = draw_size(&rgen, min_size, max_size);
+        blkp[i] = cxx_new_array(sz);
+        blksz[i] = sz;
     }
-    return NULL;
+    for (int i = n; i > 0; i--) {
+        int v = (int)(lran2(&rgen) % i);
+        char *tp = blkp[v];
+        size_t ts = blksz[v];
+        blkp[v] = blkp[i - 1];
+        blksz[v] = blksz[i - 1];
+        blkp[i - 1] = tp;
+        blksz[i - 1] = ts;
+    }
+    for (int i = 0; i < 4 * n; i++) {
+        int v = (int)(lran2(&rgen) % n);
+        release(blkp[v], blksz[v]);
+        size_t sz = draw_size(&rgen, min_size, max_size);
+        blkp[v] = cxx_new_array(sz);
+        blksz[v] = sz;
+    }
 }
 
 static double now(void) {
@@ -124,57 +179,52 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s SECONDS MIN MAX BLOCKS_PER_THREAD ROUNDS SEED THREADS\n", argv[0]);
         return 2;
     }
+    cxx_init();
     double seconds = atof(argv[1]);
-    int min_size = atoi(argv[2]), max_size = atoi(argv[3]);
-    int per_thread = atoi(argv[4]), rounds = atoi(argv[5]);
+    min_size = atoi(argv[2]);
+    max_size = atoi(argv[3]);
+    int per_thread = atoi(argv[4]);
+    int rounds = atoi(argv[5]);
     long seed = atol(argv[6]);
     int threads = atoi(argv[7]);
     if (threads < 1 || threads > MAX_THREADS || (long)threads * per_thread > MAX_BLOCKS) {
-        fprintf(stderr, "too many threads or blocks\n");
-        return 2;
+        printf("Max %d chunks - exiting\n", MAX_BLOCKS);
+        return 1;
     }
-    int n = threads * per_thread;
-    struct lran2 rng;
-    lran2_init(&rng, seed);
+    lran2_init(&rgen, seed);
 
-    /* Warm up: allocate, shuffle, replace 4n blocks at random. */
-    for (int i = 0; i < n; i++) blocks[i] = xmalloc(pick(&rng, min_size, max_size));
-    for (int i = n; i > 0; i--) {
-        int v = (int)(lran2(&rng) % i);
-        char *t = blocks[v];
-        blocks[v] = blocks[i - 1];
-        blocks[i - 1] = t;
-    }
-    for (int i = 0; i < 4 * n; i++) {
-        int v = (int)(lran2(&rng) % n);
-        free(blocks[v]);
-        blocks[v] = xmalloc(pick(&rng, min_size, max_size));
-    }
-
-    static struct slice slices[MAX_THREADS];
+    /* runthreads with min_threads = max_threads = THREADS: one round. */
+    static struct slot slots[MAX_THREADS];
+    warmup(blocks, sizes, threads * per_thread);
+    atomic_store(&stopflag, 0);
     for (int i = 0; i < threads; i++) {
-        struct slice *s = &slices[i];
-        s->blocks = &blocks[i * per_thread];
-        s->nblocks = per_thread;
+        struct slot *s = &slots[i];
+        s->threadno = i + 1;
         s->ops = rounds * per_thread;
+        s->array = &blocks[i * per_thread];
+        s->blksize = &sizes[i * per_thread];
+        s->asize = per_thread;
         s->min_size = min_size;
         s->max_size = max_size;
-        lran2_init(&s->rng, lran2(&rng));
-        s->allocs = 0;
+        s->allocs = s->frees = s->threads = 0;
         atomic_store(&s->finished, 0);
-        spawn(s);
+        lran2_init(&s->rgen, lran2(&rgen));
+        begin_thread(s);
     }
     double t0 = now();
     usleep((useconds_t)(seconds * 1e6));
     atomic_store(&stopflag, 1);
     for (int i = 0; i < threads; i++)
-        while (!atomic_load(&slices[i].finished)) sched_yield();
-    double elapsed = now() - t0;
+        while (!atomic_load(&slots[i].finished)) sched_yield();
+    double duration = now() - t0;
     long allocs = 0;
-    for (int i = 0; i < threads; i++) allocs += slices[i].allocs;
-    double throughput = allocs / elapsed;
-    printf("throughput %.0f allocations/s\n", throughput);
-    printf("rtime %.4f\n", 1e9 / throughput);
+    for (int i = 0; i < threads; i++) allocs += slots[i].allocs;
+    double throughput = allocs / duration;
+    double rtime = 1e9 / throughput;
+    printf("Throughput = %8.0f operations per second, relative time: %.3fs.\n", throughput, rtime);
+    printf("rtime %.4f\n", rtime);
+    sleep(2); /* the original's Sleep(2500): wait for old threads to die */
+    printf("Done sleeping...\n");
     report_peak();
     return 0;
 }

@@ -1,8 +1,10 @@
 //! The drop-in library measured: C programs — our workload shapes and the
-//! classic allocator benchmarks (larson with its published arguments,
+//! classic allocator benchmarks of mimalloc-bench (larson and larson-sized,
 //! rptest, glibc's bench-malloc-thread, malloc-large, xmalloc-test,
-//! sh6bench, cache-scratch), written from their published descriptions in
-//! bench/c/ — each a fresh process under LD_PRELOAD, against the system
+//! sh6bench, sh8bench, mleak, alloc-test, cache-scratch), written from the
+//! published description of each in bench/c/ (same logic, same arguments;
+//! the published arguments, scaled to 2 CPUs) — each a fresh process under
+//! LD_PRELOAD, against the system
 //! malloc and the peers Debian packages (libmimalloc2.0, libjemalloc2,
 //! libtcmalloc-minimal4) when they are installed, and an earlier
 //! libpcpalloc.so with `--baseline`. Runs are interleaved: every allocator
@@ -43,28 +45,28 @@ struct Program {
 const PROGRAMS: &[Program] = &[
     Program {
         name: "larson_server",
-        what: "larson, published arguments: 8-1000 B, 5000 blocks/thread, 2 threads",
+        what: "larsonN: new/delete[], 8-1000 B, 5000 blocks/thread, 2 threads",
         quick: &["2", "8", "1000", "5000", "100", "4141", "2"],
         full: &["5", "8", "1000", "5000", "100", "4141", "2"],
         timed: Timed::Reported,
     },
     Program {
         name: "larson",
-        what: "larson, 4 chains of thread generations, 8 B-4 KiB",
-        quick: &["1"],
-        full: &["2"],
-        timed: Timed::Wall,
+        what: "larsonN-sized: larson with sized delete[], 2 threads",
+        quick: &["2", "8", "1000", "5000", "100", "4141", "2"],
+        full: &["5", "8", "1000", "5000", "100", "4141", "2"],
+        timed: Timed::Reported,
     },
     Program {
         name: "rptest",
-        what: "rptest: 2 threads, 8-16000 B, cross-thread frees",
-        quick: &["20", "2"],
-        full: &["50", "2"],
-        timed: Timed::Wall,
+        what: "rptestN: 2 threads, 8-16000 B, cross-thread batches",
+        quick: &["2", "0", "1", "2", "500", "1000", "100", "8", "16000"],
+        full: &["2", "0", "1", "2", "500", "1000", "100", "8", "16000"],
+        timed: Timed::Reported,
     },
     Program {
         name: "glibc_thread",
-        what: "bench-malloc-thread: 2 threads, 4 B-32 KiB",
+        what: "glibc-thread: bench-malloc-thread, 2 threads, 4 B-32 KiB",
         quick: &["2", "1"],
         full: &["2", "2"],
         timed: Timed::Reported,
@@ -78,23 +80,44 @@ const PROGRAMS: &[Program] = &[
     },
     Program {
         name: "xmalloc_test",
-        what: "xmalloc-test: 2 producers, 2 consumers",
-        quick: &["1"],
-        full: &["2"],
-        timed: Timed::Wall,
+        what: "xmalloc-testN: 2 producers, 2 consumers, 64 B",
+        quick: &["-w", "2", "-t", "2", "-s", "64"],
+        full: &["-w", "2", "-t", "5", "-s", "64"],
+        timed: Timed::Reported,
     },
     Program {
         name: "sh6bench",
-        what: "sh6bench-like: 4 threads, LIFO/FIFO rounds",
-        quick: &["1"],
-        full: &["3"],
+        what: "sh6benchN: 4 threads, 1-1000 B",
+        quick: &["4", "5000"],
+        full: &["4"],
+        timed: Timed::Wall,
+    },
+    Program {
+        name: "sh8bench",
+        what: "sh8benchN: 4 threads, size histogram, main-thread blocks",
+        quick: &["4", "175000", "250000", "2500000"],
+        full: &["4"],
+        timed: Timed::Wall,
+    },
+    Program {
+        name: "mleak",
+        what: "mleak: 10 short threads per round (mleak10 / mleak100)",
+        quick: &["5"],
+        full: &["50"],
+        timed: Timed::Wall,
+    },
+    Program {
+        name: "alloc_test",
+        what: "alloc-testN: 2 threads, 5 B-1 KiB, Pareto slots",
+        quick: &["2", "20000000"],
+        full: &["2"],
         timed: Timed::Wall,
     },
     Program {
         name: "cache_scratch",
-        what: "cache-scratch: 4 threads, passive false sharing",
-        quick: &["1"],
-        full: &["2"],
+        what: "cache-scratchN: 2 threads, 1 B objects",
+        quick: &["2", "1000", "1", "1000000", "2"],
+        full: &["2", "1000", "1", "2000000", "2"],
         timed: Timed::Wall,
     },
     Program {
@@ -456,9 +479,12 @@ pub fn instructions(opts: &Opts, out: &Path) -> String {
             &["1", "8", "1000", "5000", "100", "4141", "2"],
         ),
         ("glibc_thread", &["1", "1"]),
-        ("sh6bench", &["1"]),
-        ("xmalloc_test", &["1"]),
-        ("rptest", &["4", "2"]),
+        ("sh6bench", &["4", "400"]),
+        ("xmalloc_test", &["-w", "2", "-t", "1", "-s", "64"]),
+        (
+            "rptest",
+            &["2", "0", "1", "2", "500", "1000", "100", "8", "16000"],
+        ),
     ];
     let mut head = vec!["program"];
     head.extend(allocs.iter().map(|a| a.0));
