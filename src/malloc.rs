@@ -16,7 +16,7 @@ use crate::large::{self, Caller};
 use crate::page::{LargeBlock, PageKind};
 use crate::runtime::{self, tls};
 use crate::section::{desc_of, is_ours};
-use crate::slab::{self, classes, Freed, Heap, Slab};
+use crate::slab::{self, classes, Heap, Slab};
 
 #[inline]
 fn set_errno(e: i32) {
@@ -125,12 +125,8 @@ pub unsafe fn free(p: *mut u8) {
         if !s.is_null() {
             // SAFETY: s is the slab of p's page.
             unsafe {
-                match slab::free(p, s, tls::heap(), runtime::free_key()) {
-                    Freed::Done => {}
-                    Freed::BinFull => runtime::bin_full(p, s),
-                    Freed::Slow => runtime::free_small_slow(p, s),
-                }
-            }
+                runtime::finish_free(p, s, slab::free(p, s, tls::heap(), runtime::free_key()))
+            };
         } else {
             // SAFETY: p is in our section and not in a slab.
             unsafe { runtime::free_block(p, d) };
@@ -160,11 +156,8 @@ pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
             let class = classes::class_of(size);
             // SAFETY: s is the slab of p's page.
             unsafe {
-                match slab::free_sized(p, s, tls::heap(), runtime::free_key(), class) {
-                    Freed::Done => {}
-                    Freed::BinFull => runtime::bin_full(p, s),
-                    Freed::Slow => runtime::free_small_slow(p, s),
-                }
+                let left = slab::free_sized(p, s, tls::heap(), runtime::free_key(), class);
+                runtime::finish_free(p, s, left);
             }
             return;
         }
@@ -266,11 +259,8 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
             free(p);
         } else {
             // lookup checked p: a live object of slab `small`.
-            match slab::free_checked(p, small, tls::heap(), runtime::free_key()) {
-                Freed::Done => {}
-                Freed::BinFull => runtime::bin_full(p, small),
-                Freed::Slow => runtime::free_small_slow(p, small),
-            }
+            let left = slab::free_checked(p, small, tls::heap(), runtime::free_key());
+            runtime::finish_free(p, small, left);
         }
     }
     q

@@ -13,7 +13,8 @@
 use pcpalloc::internals::large;
 use pcpalloc::internals::{
     check_quiescent, class_of, desc_of, free_owned, run_tick, Heap, HeapRegistry, HugeBlocks,
-    PageAllocator, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN, SLAB_ORDER,
+    PageAllocator, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN, REMOTE_BATCH,
+    SLAB_ORDER,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -113,7 +114,9 @@ fn free_all(env: &Env, h: &Heap, v: Vec<*mut u8>) {
 /// Gives every object on `h`'s bins back to its slab.
 fn flush(env: &Env, h: &Heap) {
     // SAFETY: this thread drives h.
-    unsafe { h.owned() }.flush_bins(&env.pages());
+    let mut o = unsafe { h.owned() };
+    o.flush_bins(&env.pages());
+    o.flush_remote();
 }
 
 /// (park_high, park_missed, parked bytes, slabs created).
@@ -249,15 +252,32 @@ fn a_thread_gives_other_heaps_objects_back_to_their_slabs() {
         for &p in &v {
             free_owned(&mut o, p, KEY, &env.pages());
         }
-        // Nothing stays with the freeing heap (it would be reused next to
-        // the owner's live objects): every object is on its slab's remote
-        // list, and the owner takes them back on its next refill.
+        // Nothing goes on the freeing heap's bin (it would be reused next
+        // to the owner's live objects): the objects go back to their
+        // slab's remote list in batches of REMOTE_BATCH, one CAS each; the
+        // rest wait on the freeing heap's chain (counted live by the slab)
+        // until it flushes. The owner takes them back on its next refill.
         assert_eq!(o.local().bins[class].count(), 0);
         let s = (*pcpalloc::internals::desc_of(v[0] as usize))
             .head
             .load(Relaxed)
             .cast::<pcpalloc::internals::Slab>();
-        assert_ne!((*s).thread_free.load(Relaxed), 0);
+        let on_remote_list = |s: *mut pcpalloc::internals::Slab| {
+            let mut q = ((*s).thread_free.load(Relaxed) & !1) as *const usize;
+            let mut k = 0;
+            while !q.is_null() {
+                k += 1;
+                q = q.read() as *const usize;
+            }
+            k
+        };
+        let batch = REMOTE_BATCH as usize;
+        assert_eq!(on_remote_list(s), n / batch * batch);
+        let _ = o;
+        let cap = usize::from(CAPACITY[class]);
+        assert_eq!(env.check().1, cap - n + n % batch, "waiting on the chain");
+        other.owned().flush_remote();
+        assert_eq!(on_remote_list(s), n);
     }
     // Only the objects of the first fill that were never freed are live.
     let cap = usize::from(CAPACITY[class]);

@@ -94,20 +94,20 @@ fn alloc_small_traced(h: *mut Heap, class: usize) -> *mut u8 {
     p
 }
 
-/// The free fast path found object `p` of slab `s` valid and this
-/// thread's, but its bin full: it goes back on the slab.
+/// Finishes a small free whose fast path (`slab::free` and its kin) left
+/// `left` to do: the one place every small free of the malloc API ends.
 ///
 /// # Safety
-/// The calling thread's heap owns slab `s`; `p` is a live object of it
-/// being freed.
-#[cold]
-#[inline(never)]
-pub unsafe fn bin_full(p: *mut u8, s: *mut Slab) {
-    let h = tls::heap();
-    // SAFETY: slab::free said this thread's heap owns s and p is its.
+/// `s` is the slab head of `p`'s page and `left` what the fast path of the
+/// calling thread's free of `p` returned.
+#[inline(always)]
+pub unsafe fn finish_free(p: *mut u8, s: *mut Slab, left: Freed) {
+    // SAFETY: forwarded contract.
     unsafe {
-        if Heap::give_back_to_slab(&*h, p, s, process::free_key()) {
-            slab_changed(h, s);
+        match left {
+            Freed::Done => {}
+            Freed::SlabChanged => slab_changed(tls::heap(), s),
+            Freed::Slow => free_small_slow(p, s),
         }
     }
 }
@@ -138,7 +138,17 @@ pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
         // SAFETY: forwarded contract.
         return unsafe { free_small_traced(p, s) };
     }
-    let h = tls::heap();
+    let mut h = tls::heap();
+    // A thread that frees before it ever allocates (a consumer) gets its
+    // heap now: its remote frees then go back in batches (`slab/remote.rs`)
+    // instead of one CAS each.
+    // SAFETY: h is this thread's heap or the static empty heap.
+    if unsafe { (*h).is_empty_heap() } {
+        let t = thread_heap();
+        if !t.is_null() {
+            h = t;
+        }
+    }
     let key = process::free_key();
     // SAFETY: forwarded contract; h is this thread's heap (or the empty
     // heap, which owns no slab).
@@ -159,8 +169,8 @@ pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
 unsafe fn free_small_rare(p: *mut u8, s: *mut Slab, h: *mut Heap, key: usize) {
     // SAFETY: forwarded contract.
     unsafe {
-        if slab::free_keyed_or_own(p, s, h, key) == Freed::BinFull {
-            bin_full(p, s);
+        if slab::free_keyed_or_own(p, s, h, key) == Freed::SlabChanged {
+            slab_changed(h, s);
         }
     }
 }
@@ -190,10 +200,8 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
         if left == Freed::Slow {
             left = slab::free_slow(p, s, h, key);
         }
-        if left == Freed::BinFull {
-            let pages = pages_of(&*h);
-            (*h).owned()
-                .free_to_full_bin(p, s, process::free_key(), &pages);
+        if left == Freed::SlabChanged {
+            slab_changed(h, s);
         }
     }
 }

@@ -29,6 +29,7 @@
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use super::classes::{CAPACITY, CLASS_SIZE, NR_CLASSES};
+use super::object::FreeObject;
 
 /// A bin. See the module docs.
 #[repr(C)]
@@ -124,9 +125,9 @@ impl Bin {
         if !p.is_null() {
             // SAFETY: p is a free object of the list (contract).
             unsafe {
-                let obj = p as *mut usize;
-                self.head = obj.read() as *mut u8;
-                obj.add(1).write(0);
+                let obj = FreeObject::at(p);
+                self.head = obj.next();
+                obj.unmark();
             }
             self.set_count(self.count() - 1);
         }
@@ -142,9 +143,9 @@ impl Bin {
     pub unsafe fn push(&mut self, p: *mut u8, key: usize) {
         // SAFETY: p is ours to relink (contract).
         unsafe {
-            let obj = p as *mut usize;
-            obj.write(self.head as usize);
-            obj.add(1).write(key);
+            let obj = FreeObject::at(p);
+            obj.set_next(self.head);
+            obj.mark(key);
         }
         self.head = p;
         self.set_count(self.count() + 1);
@@ -167,10 +168,10 @@ impl Bin {
         // SAFETY: the first `keep` links exist (keep < count).
         unsafe {
             for _ in 1..keep {
-                last = (last as *mut usize).read() as *mut u8;
+                last = FreeObject::at(last).next();
             }
-            let rest = (last as *mut usize).read() as *mut u8;
-            (last as *mut usize).write(0);
+            let rest = FreeObject::at(last).next();
+            FreeObject::at(last).set_next(core::ptr::null_mut());
             self.set_count(keep);
             rest
         }
@@ -188,7 +189,7 @@ impl Bin {
                 return true;
             }
             // SAFETY: q is an object of the list.
-            q = unsafe { (q as *mut usize).read() } as *mut u8;
+            q = unsafe { FreeObject::at(q).next() };
             steps += 1;
         }
         false

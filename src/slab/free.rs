@@ -15,24 +15,27 @@ use crate::report;
 use crate::section::desc_of;
 
 use super::heap::{Heap, Owned};
+use super::object::FreeObject;
 use super::slab::{self, Slab};
 
 /// What the free fast path leaves to do.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Freed {
-    /// Nothing: the object is on a bin or back on its slab.
+    /// Nothing: the object is on a bin, on its slab, or on its way back to
+    /// another heap's slab.
     Done,
-    /// The object is a valid object of the caller's heap, but its bin is
-    /// full: the owner's [`Owned::free_to_full_bin`] puts it on its slab.
-    BinFull,
+    /// The object went back onto its slab (its owner's bin was full), and
+    /// the slab became empty or was full: the owner's
+    /// [`Owned::slab_given_back`] must move it.
+    SlabChanged,
     /// The slow path ([`free_slow`]) must run: a bad pointer, or a slab of
     /// another heap.
     Slow,
 }
 
 /// Frees object `p` of slab `s`, from the thread whose heap is `h`: onto
-/// its bin when `h` owns the slab; when that bin is full the caller's slow
-/// path puts it straight back on the slab's own list.
+/// its bin when `h` owns the slab, or — the bin full — straight back onto
+/// the slab's own list.
 ///
 /// # Safety
 /// `s` is the `head` of the descriptor of `p`'s page (non-null), `h` is the
@@ -42,12 +45,9 @@ pub enum Freed {
 #[inline(always)]
 pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
     // SAFETY: s is a live slab head (its page descriptor said so); the
-    // object check proves p starts an object of it before we write; the
-    // bin is the calling thread's own, and a full one (every bin of the
-    // empty heap) is not written; the slab's own list is written only by
-    // its owner.
+    // object check proves p starts an object of it before we write.
     unsafe {
-        if slab::object_at(s, p).is_some() && (p as *const usize).add(1).read() != key {
+        if slab::object_at(s, p).is_some() && !FreeObject::at(p).holds(key) {
             return free_checked(p, s, h, key);
         }
         Freed::Slow
@@ -59,21 +59,31 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
 /// [`free_sized`], realloc's lookup): only the owner compare and the bin
 /// remain; another heap's object takes the slow path, which checks again.
 ///
+/// A full bin does not send the object to the slow path: the owner puts
+/// it straight on the slab's own list here (four stores), and only a slab
+/// that became empty or was full needs more ([`Freed::SlabChanged`]).
+///
 /// # Safety
 /// As [`free`], and `p` is a live object of `s` (checked).
 #[inline(always)]
 pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
-    // SAFETY: as in `free`; the caller vouches for the object checks.
+    // SAFETY: as in `free`; the caller vouches for the object checks. The
+    // bin is the calling thread's own, and a full one (every bin of the
+    // empty heap, which owns no slab) is not written; the slab's own list
+    // is written only by its owner, which `h` is.
     unsafe {
-        if (*s).owner.load(Relaxed) == h as *mut u8 {
-            let bin = Heap::bin(h, (*s).class as usize);
-            if (*bin).has_room() {
-                (*bin).push(p, key);
-                return Freed::Done;
-            }
-            return Freed::BinFull;
+        if (*s).owner.load(Relaxed) != h as *mut u8 {
+            return Freed::Slow;
         }
-        Freed::Slow
+        let bin = Heap::bin(h, (*s).class as usize);
+        if (*bin).has_room() {
+            (*bin).push(p, key);
+            return Freed::Done;
+        }
+        if Heap::give_back_to_slab(&*h, p, s, key) {
+            return Freed::SlabChanged;
+        }
+        Freed::Done
     }
 }
 
@@ -96,7 +106,7 @@ pub unsafe fn free_sized(
     // SAFETY: as in `free`; the caller vouches that p starts a block of at
     // least the size of `class`, which the slab's class confirms holds.
     unsafe {
-        if class <= (*s).class as usize && (p as *const usize).add(1).read() != key {
+        if class <= (*s).class as usize && !FreeObject::at(p).holds(key) {
             return free_checked(p, s, h, key);
         }
         free(p, s, h, key)
@@ -105,11 +115,11 @@ pub unsafe fn free_sized(
 
 /// The free slow path (see [`free`]), from the thread whose heap is `h`:
 /// reports and aborts on an invalid pointer or a double free; else `p`
-/// belongs to a slab of another heap and goes back on that slab's remote
-/// list with one CAS (keeping it here to reuse would hand this thread
-/// memory next to the owner's live objects: false sharing, which
-/// cache-scratch measures). Returns what is left to do: `BinFull` when a
-/// block of `h`'s own turned out valid and its bin is full.
+/// belongs to a slab of another heap and goes back to that slab's remote
+/// list, in a batch (`remote.rs`; keeping it here to reuse would hand this
+/// thread memory next to the owner's live objects: false sharing, which
+/// cache-scratch measures). Returns what is left to do (a block of `h`'s
+/// own that turned out valid goes as [`free_checked`] says).
 ///
 /// A block carrying the free key is almost surely free — the key is 64
 /// random bits written into every freed block and cleared when it is
@@ -148,7 +158,7 @@ pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usi
         if slab::object_at(s, p).is_none() {
             report::fatal("free(): invalid pointer (not the start of a block)", p);
         }
-        if (p as *const usize).add(1).read() != key && (*s).owner.load(Relaxed) != h as *mut u8 {
+        if !FreeObject::at(p).holds(key) && (*s).owner.load(Relaxed) != h as *mut u8 {
             free_remote(p, s, h, key);
             return true;
         }
@@ -166,10 +176,8 @@ unsafe fn free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) {
     // SAFETY: p is a block of s nobody uses (contract).
     unsafe {
         Heap::note_remote_freed(h, slab::object_size(s));
-        (p as *mut usize).add(1).write(key);
-        if slab::push_remote(s, p, p) {
-            Heap::notify_owner(s);
-        }
+        FreeObject::at(p).mark(key);
+        Heap::free_remote(h, p, s);
     }
 }
 
@@ -184,12 +192,12 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
     // SAFETY: as in `free`. The lists walked are h's own (owner == h).
     unsafe {
         let mine = (*s).owner.load(Relaxed) == h as *mut u8;
-        if (p as *const usize).add(1).read() == key {
+        if FreeObject::at(p).holds(key) {
             if !mine || is_free_in(h, s, p) {
                 report::fatal("free(): double free detected", p);
             }
             // A live block that happened to hold the key: free it.
-            (p as *mut usize).add(1).write(0);
+            FreeObject::at(p).unmark();
         }
         if mine {
             return free_checked(p, s, h, key);
@@ -219,7 +227,7 @@ unsafe fn is_free_in(h: *const Heap, s: *mut Slab, p: *mut u8) -> bool {
             if q == p {
                 return true;
             }
-            q = (q as *const usize).read() as *mut u8;
+            q = FreeObject::at(q).next();
             n += 1;
         }
         let mut q = ((*s).thread_free.load(Acquire) & !slab::FULL_NOTIFY) as *mut u8;
@@ -228,7 +236,7 @@ unsafe fn is_free_in(h: *const Heap, s: *mut Slab, p: *mut u8) -> bool {
             if q == p {
                 return true;
             }
-            q = (q as *const usize).read() as *mut u8;
+            q = FreeObject::at(q).next();
             n += 1;
         }
         false
@@ -255,7 +263,7 @@ pub unsafe fn checked_size(
             report::fatal(invalid, p);
         }
         if let Some(msg) = freed {
-            if (p as *const usize).add(1).read() == key {
+            if FreeObject::at(p).holds(key) {
                 report::fatal(msg, p);
             }
         }
@@ -274,14 +282,12 @@ pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Page
     unsafe {
         let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
         let h: *const Heap = o.heap();
-        match free(p, s, h, key) {
-            Freed::Done => {}
-            Freed::BinFull => o.free_to_full_bin(p, s, key, pages),
-            Freed::Slow => {
-                if free_slow(p, s, h, key) == Freed::BinFull {
-                    o.free_to_full_bin(p, s, key, pages);
-                }
-            }
+        let mut left = free(p, s, h, key);
+        if left == Freed::Slow {
+            left = free_slow(p, s, h, key);
+        }
+        if left == Freed::SlabChanged {
+            o.slab_given_back(s, pages);
         }
     }
 }

@@ -63,7 +63,9 @@ use crate::trace::Buffer;
 
 use super::bin::{Bin, BIN_LIMIT};
 use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
+use super::object::FreeObject;
 use super::parked::Parked;
+use super::remote::RemoteBatch;
 use super::slab::{self, Slab, IN_FULL};
 
 /// Bytes of empty slabs a heap may always keep parked (`park_high`'s
@@ -104,6 +106,9 @@ pub struct Local {
     /// The runtime's reclaim epoch this heap last collected for (see
     /// `runtime/reclaim.rs`).
     pub reclaim_seen: u32,
+    /// Other heaps' objects this thread freed, waiting to go back to their
+    /// slabs in batches (`remote.rs`).
+    remote: RemoteBatch,
 }
 
 /// A thread heap. See the module docs.
@@ -209,6 +214,7 @@ impl Heap {
                 epoch_seen: 0,
                 pageset: ptr::null_mut(),
                 reclaim_seen: 0,
+                remote: RemoteBatch::new(),
             }),
             delayed: AtomicPtr::new(ptr::null_mut()),
             parked: Parked::new(),
@@ -305,6 +311,28 @@ impl Heap {
         }
     }
 
+    /// Frees `p`, a valid object of another heap's slab `s` carrying the
+    /// free key, from the thread whose heap is `h`: onto `h`'s batch of
+    /// remote frees, or straight to the slab from a thread without a heap.
+    ///
+    /// # Safety
+    /// `h` is the calling thread's heap (or the empty heap); `s` is not
+    /// `h`'s; nobody uses `p`.
+    #[inline]
+    pub unsafe fn free_remote(h: *const Heap, p: *mut u8, s: *mut Slab) {
+        // SAFETY: the calling thread owns h's Local (contract); the empty
+        // heap's is never written.
+        unsafe {
+            if (*h).is_empty_heap() {
+                if slab::push_remote(s, p, p) {
+                    Heap::notify_owner(s);
+                }
+            } else {
+                (*(*h).local.get()).remote.push(p, s, Heap::notify_owner);
+            }
+        }
+    }
+
     /// The allocation fast path: pops an object of `class` from its bin,
     /// or returns null (the slow path's turn).
     ///
@@ -331,7 +359,7 @@ impl Heap {
         // SAFETY: p is ours to mark and relink; owner-only slab fields
         // (contract).
         unsafe {
-            (p as *mut usize).add(1).write(key);
+            FreeObject::at(p).mark(key);
             h.note_small_returned(slab::object_size(s));
             slab::give_back(s, p)
         }
@@ -464,6 +492,15 @@ impl Owned<'_> {
         }
     }
 
+    /// Hands the remote frees waiting in batches to their slabs.
+    #[inline]
+    pub fn flush_remote(&mut self) {
+        if !self.local.remote.is_empty() {
+            // SAFETY: the batch is ours (owner handle).
+            unsafe { self.local.remote.flush(Heap::notify_owner) };
+        }
+    }
+
     /// Allocates an object of `class`: the fast path, then the slow path.
     /// Null when out of memory (tests and the replay, which drive heaps as
     /// values).
@@ -480,6 +517,7 @@ impl Owned<'_> {
     /// The allocation slow path: the bin of `class` is empty. Refills it
     /// and pops. Null when out of memory.
     pub fn alloc_slow(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
+        self.flush_remote();
         let epoch = pages.zone().epoch();
         if epoch != self.local.epoch_seen {
             self.local.epoch_seen = epoch;
@@ -581,7 +619,7 @@ impl Owned<'_> {
         unsafe {
             let mut bytes = 0;
             while !p.is_null() {
-                let next = (p as *mut usize).read() as *mut u8;
+                let next = FreeObject::at(p).next();
                 let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
                 debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
                 bytes += slab::object_size(s);
@@ -591,26 +629,6 @@ impl Owned<'_> {
                 p = next;
             }
             self.heap.note_small_returned(bytes);
-        }
-    }
-
-    /// Frees object `p` of slab `s` whose bin is full: it goes straight
-    /// back on the slab, marked with the free `key`.
-    ///
-    /// # Safety
-    /// This heap owns `s`; `p` is a live object of it that nobody uses.
-    pub unsafe fn free_to_full_bin(
-        &mut self,
-        p: *mut u8,
-        s: *mut Slab,
-        key: usize,
-        pages: &Pages<'_>,
-    ) {
-        // SAFETY: forwarded contract; the heap is ours.
-        unsafe {
-            if Heap::give_back_to_slab(self.heap, p, s, key) {
-                self.slab_given_back(s, pages);
-            }
         }
     }
 
@@ -741,6 +759,7 @@ impl Owned<'_> {
     /// back, the current ones included (thread exit, trim, reclaim, the
     /// sweep of abandoned heaps). Returns how many slabs went back.
     pub fn collect(&mut self, pages: &Pages<'_>) -> usize {
+        self.flush_remote();
         let before = self.heap.slabs_retired.load(Relaxed);
         self.flush_bins(pages);
         self.process_delayed(pages);
@@ -805,7 +824,7 @@ impl Owned<'_> {
                         slab::object_at(s, p).is_some(),
                         "a bin object off an object start"
                     );
-                    p = (p as *mut usize).read() as *mut u8;
+                    p = FreeObject::at(p).next();
                 }
             }
             assert_eq!(n, bin.count(), "bin count");

@@ -5,8 +5,11 @@
 //! - `slab.rs`: one slab and its descriptor (the [`Slab`] view);
 //! - `heap.rs`: a thread heap over slabs ([`Heap`], and [`Owned`], its
 //!   owner's handle);
+//! - `object.rs`: a free object (its link and its free key);
 //! - `free.rs`: the free path, with its checks;
 //! - `parked.rs`: a heap's emptied slabs kept for reuse;
+//! - `remote.rs`: other heaps' objects a thread freed, sent back in
+//!   batches;
 //! - `heaps.rs`: every heap of an allocator, and the abandoned ones.
 //!
 //! - `bin.rs`: a heap's list of free objects of one class, its thread
@@ -25,7 +28,9 @@ pub mod classes;
 pub mod free;
 pub mod heap;
 pub mod heaps;
+pub mod object;
 pub mod parked;
+pub mod remote;
 #[allow(clippy::module_inception)]
 pub mod slab;
 

@@ -37,6 +37,7 @@ use crate::page::{Linked, Page, PageKind};
 use crate::section::{desc_of, page_addr};
 
 use super::classes::{self, CAPACITY, CLASS_INFO, CLASS_SIZE};
+use super::object::FreeObject;
 
 /// Low bit of `thread_free`: the slab is full and its owner wants to hear
 /// about the next remote free.
@@ -292,7 +293,7 @@ pub unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
 pub unsafe fn give_back(s: *mut Slab, p: *mut u8) -> bool {
     // SAFETY: owner-only fields; p is ours to relink (contract).
     unsafe {
-        (p as *mut usize).write((*s).free as usize);
+        FreeObject::at(p).set_next((*s).free);
         (*s).free = p;
         (*s).used -= 1;
         (*s).used == 0 || (*s).flags & IN_FULL != 0
@@ -323,9 +324,9 @@ pub unsafe fn extend(s: *mut Slab) -> bool {
         // carries one (freeing a block never handed out is not detected).
         let mut next = (*s).free;
         for i in (0..n).rev() {
-            let obj = (base + i * size) as *mut usize;
-            obj.write(next as usize);
-            next = obj.cast();
+            let obj = FreeObject::at((base + i * size) as *mut u8);
+            obj.set_next(next);
+            next = obj.addr();
         }
         (*s).free = next;
         (*s).reserved = (first + n) as u16;
@@ -346,15 +347,15 @@ pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
         }
         let list = (*s).thread_free.swap(0, Acquire) & !FULL_NOTIFY;
         let mut n = 0u32;
-        let mut p = list as *mut usize;
+        let mut p = list as *mut u8;
         let mut last = p;
         while !p.is_null() {
             n += 1;
             last = p;
-            p = p.read() as *mut usize;
+            p = FreeObject::at(p).next();
         }
         if n > 0 {
-            last.write((*s).free as usize);
+            FreeObject::at(last).set_next((*s).free);
             (*s).free = list as *mut u8;
             (*s).used -= n as u16;
         }
@@ -378,7 +379,7 @@ pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8) -> bool {
         let tf = &(*s).thread_free;
         let mut old = tf.load(Relaxed);
         loop {
-            (last as *mut usize).write(old & !FULL_NOTIFY);
+            FreeObject::at(last).set_next((old & !FULL_NOTIFY) as *mut u8);
             match tf.compare_exchange_weak(old, first as usize, Release, Relaxed) {
                 Ok(_) => return old & FULL_NOTIFY != 0,
                 Err(o) => old = o,
@@ -440,7 +441,7 @@ pub unsafe fn list_len(mut p: *mut u8, cap: u16) -> usize {
         n += 1;
         assert!(n <= cap as usize, "free list longer than the slab (cycle?)");
         // SAFETY: the list links free objects of a live slab (caller).
-        p = unsafe { (p as *mut usize).read() } as *mut u8;
+        p = unsafe { FreeObject::at(p).next() };
     }
     n
 }

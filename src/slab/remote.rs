@@ -1,0 +1,162 @@
+//! Remote frees in batches: a thread freeing another heap's objects keeps
+//! them on a chain per slab, and hands each chain to its slab's remote
+//! list with one CAS — not one per object.
+//!
+//! A remote free costs a CAS on the slab's `thread_free` word, a cache
+//! line the owner writes too when it collects: in a producer/consumer
+//! program (xmalloc-test, larson) every object freed moved that line
+//! between the two cores. Here the freeing thread links the object onto a
+//! chain in one of [`REMOTE_SLOTS`] slots (picked by the slab's address,
+//! as a direct-mapped cache), and the chain goes to the slab at once when
+//! it reaches [`REMOTE_BATCH`] objects, when another slab needs its slot,
+//! or when the thread flushes: on its allocation slow path, when its heap
+//! collects (thread exit, `thread_flush`, a reclaim). snmalloc batches
+//! the same way per destination (its remote cache), the BatchIt paper
+//! measures why.
+//!
+//! What waits on a chain is bounded (`REMOTE_SLOTS × REMOTE_BATCH`
+//! objects per thread) and already counted as freed by this thread; its
+//! slab still counts it in `used`, as it counts an object on the remote
+//! list, so the slab cannot be given back under it. Each object carries
+//! the free key from the moment it is freed, so a second free of it is
+//! reported as before — except one case: a block freed by another thread,
+//! still waiting on that thread's chain, and freed again by its owner (the
+//! owner confirms a keyed block on its own lists, and cannot see another
+//! thread's chains; see `free.rs`).
+//!
+//! Owner-only: the slots live in the heap's `Local` and only the heap's
+//! thread touches them. A thread without a heap (the empty heap) frees
+//! straight to the slab.
+
+use core::ptr;
+
+use super::object::FreeObject;
+use super::slab::{self, Slab};
+
+/// Chains a heap keeps at once (a power of two).
+pub const REMOTE_SLOTS: usize = 8;
+/// Objects a chain collects before it goes to its slab.
+pub const REMOTE_BATCH: u32 = 32;
+
+/// One chain: objects of `slab` linked through word 0, newest first.
+#[derive(Clone, Copy, Debug)]
+struct Chain {
+    slab: *mut Slab,
+    head: *mut u8,
+    tail: *mut u8,
+    count: u32,
+}
+
+const EMPTY: Chain = Chain {
+    slab: ptr::null_mut(),
+    head: ptr::null_mut(),
+    tail: ptr::null_mut(),
+    count: 0,
+};
+
+/// The chains of one heap. Invariant: a slot with a null `slab` is empty;
+/// otherwise `head ..= tail` holds `count` ≥ 1 objects of `slab`, each
+/// with the free key, counted in the slab's `used`; `pending` has bit `i`
+/// set exactly when slot `i` is not empty.
+#[derive(Debug)]
+pub struct RemoteBatch {
+    slots: [Chain; REMOTE_SLOTS],
+    pending: u32,
+}
+
+impl RemoteBatch {
+    /// No chain.
+    pub const fn new() -> RemoteBatch {
+        RemoteBatch {
+            slots: [EMPTY; REMOTE_SLOTS],
+            pending: 0,
+        }
+    }
+
+    /// The slot of slab `s`: descriptors are 64 bytes apart.
+    #[inline(always)]
+    fn slot_of(s: *mut Slab) -> usize {
+        (s as usize >> 6) & (REMOTE_SLOTS - 1)
+    }
+
+    /// Adds freed object `p` (already carrying the free key) of another
+    /// heap's slab `s` to its chain; a chain that fills, or that held
+    /// another slab, goes to its slab first, and `notify` is called with
+    /// a slab that was full (its owner must hear of it).
+    ///
+    /// # Safety
+    /// `p` is a valid object of `s` that the calling thread frees, `s` is
+    /// not owned by this batch's heap, and the caller owns the batch.
+    #[inline]
+    pub unsafe fn push(&mut self, p: *mut u8, s: *mut Slab, notify: unsafe fn(*mut Slab)) {
+        let i = Self::slot_of(s);
+        let c = &mut self.slots[i];
+        // SAFETY: p is ours to link (contract).
+        unsafe {
+            if c.slab == s {
+                FreeObject::at(p).set_next(c.head);
+                c.head = p;
+                c.count += 1;
+                if c.count >= REMOTE_BATCH {
+                    self.flush_slot(i, notify);
+                }
+                return;
+            }
+            if !c.slab.is_null() {
+                self.flush_slot(i, notify);
+            }
+            FreeObject::at(p).set_next(ptr::null_mut());
+            self.slots[i] = Chain {
+                slab: s,
+                head: p,
+                tail: p,
+                count: 1,
+            };
+            self.pending |= 1 << i;
+        }
+    }
+
+    /// Whether any chain waits.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.pending == 0
+    }
+
+    /// Hands every chain to its slab (`notify` as in [`push`](Self::push)).
+    ///
+    /// # Safety
+    /// The caller owns the batch.
+    pub unsafe fn flush(&mut self, notify: unsafe fn(*mut Slab)) {
+        while self.pending != 0 {
+            let i = self.pending.trailing_zeros() as usize;
+            // SAFETY: forwarded contract; slot i is not empty.
+            unsafe { self.flush_slot(i, notify) };
+        }
+    }
+
+    /// Hands slot `i`'s chain to its slab (one CAS), calling `notify` if
+    /// the slab was full.
+    ///
+    /// # Safety
+    /// Slot `i` is not empty.
+    #[inline(never)]
+    unsafe fn flush_slot(&mut self, i: usize, notify: unsafe fn(*mut Slab)) {
+        let c = core::mem::replace(&mut self.slots[i], EMPTY);
+        self.pending &= !(1 << i);
+        debug_assert!(!c.slab.is_null() && c.count > 0);
+        // SAFETY: the chain holds objects of c.slab freed by this thread,
+        // counted in its `used` (invariant); after the CAS they are the
+        // slab's.
+        unsafe {
+            if slab::push_remote(c.slab, c.head, c.tail) {
+                notify(c.slab);
+            }
+        }
+    }
+}
+
+impl Default for RemoteBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
