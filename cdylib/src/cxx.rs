@@ -4,7 +4,8 @@
 //! `new` may throw, and this library is built with panic=abort, so no Rust
 //! frame may be on the stack when it does: each `new` symbol is a naked
 //! function that jumps (not calls) to the C code in `cxx_new.c`, which
-//! retries through the new_handler and throws `std::bad_alloc`. `delete`
+//! retries through the new_handler and throws `std::bad_alloc` — plain
+//! `new` after calling the allocation itself first (`new_fast!`). `delete`
 //! never throws and is plain Rust; sized delete takes `free`'s checks (a
 //! size from C++ vouches for nothing: an interior pointer must abort as
 //! in `free`, not corrupt the heap).
@@ -20,7 +21,48 @@ use pcpalloc_core::internals::{count_cxx, CxxCall};
 
 extern "C" {
     fn pcpalloc_cxx_new(size: usize, align: usize) -> *mut c_void;
+    fn pcpalloc_cxx_new_failed(size: usize, align: usize) -> *mut c_void;
     fn pcpalloc_cxx_new_nothrow(size: usize, align: usize) -> *mut c_void;
+}
+
+/// For plain `new`'s entry (`new_fast!`): `size` bytes with the default
+/// alignment, or null — then the C side takes over (new_handler, throw).
+/// Not exported: called directly, not through the PLT.
+extern "C" fn pcpalloc_cxx_new_default(size: usize) -> *mut c_void {
+    count_cxx(CxxCall::New);
+    m::malloc(size).cast()
+}
+
+/// Exports plain `operator new` `$name`: on x86-64 it calls the allocation
+/// (a Rust frame that cannot throw, on the stack only during the call) and
+/// returns what it got, or — null — jumps (no frame of ours left) to the C
+/// side, which calls the new_handler and may throw. That saves the C
+/// loop's frame on every `new`. Elsewhere it jumps to the C loop at once.
+macro_rules! new_fast {
+    ($name:ident) => {
+        #[doc = concat!("C++ `operator new` variant `", stringify!($name), "`.")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub extern "C" fn $name(size: usize) -> *mut c_void {
+            // The push keeps `size` and aligns the stack to 16 for the call.
+            #[cfg(target_arch = "x86_64")]
+            core::arch::naked_asm!(
+                "push rdi",
+                "call {fast}",
+                "pop rdi",
+                "test rax, rax",
+                "jz 2f",
+                "ret",
+                "2:",
+                "xor esi, esi",
+                "jmp {failed}",
+                fast = sym pcpalloc_cxx_new_default,
+                failed = sym pcpalloc_cxx_new_failed,
+            );
+            #[cfg(target_arch = "aarch64")]
+            core::arch::naked_asm!("mov x1, xzr", "b {f}", f = sym pcpalloc_cxx_new);
+        }
+    };
 }
 
 /// For `cxx_new.c`: `size` bytes aligned to `align` (0: the default), or
@@ -64,8 +106,8 @@ macro_rules! jump_to {
 }
 
 // operator new(size_t) and new[](size_t)
-jump_to!(_Znwm, pcpalloc_cxx_new, zero_align);
-jump_to!(_Znam, pcpalloc_cxx_new, zero_align);
+new_fast!(_Znwm);
+new_fast!(_Znam);
 // (size_t, const nothrow_t&)
 jump_to!(_ZnwmRKSt9nothrow_t, pcpalloc_cxx_new_nothrow, zero_align);
 jump_to!(_ZnamRKSt9nothrow_t, pcpalloc_cxx_new_nothrow, zero_align);

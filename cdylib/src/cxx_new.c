@@ -57,16 +57,26 @@ __attribute__((noreturn)) static void throw_bad_alloc(void) {
     abort();
 }
 
-void *pcpalloc_cxx_new(size_t size, size_t align) {
+/* After an allocation of size bytes aligned to align (0: the default)
+ * failed: the new_handler, and retries, until one succeeds or there is no
+ * handler left (then std::bad_alloc). */
+void *pcpalloc_cxx_new_failed(size_t size, size_t align) {
     for (;;) {
-        void *p = pcpalloc_cxx_alloc(size, align);
-        if (p)
-            return p;
         new_handler_fn h = current_new_handler();
         if (!h)
             throw_bad_alloc();
         h();
+        void *p = pcpalloc_cxx_alloc(size, align);
+        if (p)
+            return p;
     }
+}
+
+void *pcpalloc_cxx_new(size_t size, size_t align) {
+    void *p = pcpalloc_cxx_alloc(size, align);
+    if (p)
+        return p;
+    return pcpalloc_cxx_new_failed(size, align);
 }
 
 void *pcpalloc_cxx_new_nothrow(size_t size, size_t align) {
