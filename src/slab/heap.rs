@@ -3,10 +3,19 @@
 //! partial slabs; plus the delayed-free stack (see `slab.rs`), the parked
 //! empty slabs.
 //!
-//! A heap is a value over a page allocator it is handed ([`Pages`]) on
-//! every call that may need pages; it names no global. The runtime gives
-//! every thread one on its first allocation ([`super::heaps`] keeps them
-//! all); tests and the replay make their own.
+//! A heap is a value over a page allocator it is handed
+//! ([`Pages`](crate::page_alloc::Pages)) on every call that may need
+//! pages; it names no global. The runtime gives every thread one on its
+//! first allocation ([`super::heaps`] keeps them all); tests and the
+//! replay make their own.
+//!
+//! This file holds the heap, its owner-only state ([`Local`]), its
+//! counters, the entry points the fast paths inline, and the owner's
+//! handle ([`Owned`]). Its other jobs are `impl Owned` blocks in their own
+//! files: `refill.rs` (refilling bins from slabs, giving objects and
+//! slabs back), `park_high.rs` (how many emptied slabs a heap keeps
+//! parked: `park_high`'s auto-tuning) and `check.rs` (the invariant
+//! checker).
 //!
 //! Allocation pops the class's bin; an empty bin is refilled with up to
 //! its limit of objects from the current slab (its own list, then its
@@ -21,21 +30,6 @@
 //!             └─ (current exhausted, take next partial)
 //!   partial or full ──(no live object)──► parked, or back to the pages
 //! ```
-//!
-//!
-//! Emptied slabs are parked (`parked.rs`: per order) rather than sent
-//! straight back: a class that shrinks and grows again — a loop allocating
-//! and freeing a few thousand objects — would otherwise pay a round trip
-//! through the pageset per slab (and, when a burst of slab frees trips
-//! free_high, through the zone lock). Any class of the same slab order can
-//! take a parked slab. How much is parked is tuned the way a pageset's
-//! `high` is: `park_high` starts at PARK_HIGH_MIN; each slab given back for
-//! lack of room is remembered, and each new slab the heap then has to ask
-//! for grows `park_high` by its size, up to what was given back (the refill
-//! half), to PARK_HIGH_MAX at most and not while the zone is below its high
-//! watermark; it decays by 1/8 a tick. The tick takes parked slabs back
-//! from every heap, so an idle thread does not keep them; the owner gives
-//! back what is left when it sees the tick on its slow path.
 //!
 //! Ownership: the owner-only state ([`Local`]) is reached through an
 //! [`Owned`] handle, which only the owning thread (or whoever holds the
@@ -53,23 +47,20 @@ use core::cell::UnsafeCell;
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
-use crate::geometry::PAGE_SIZE;
-use crate::page::{MigrateType, PageKind, PageList};
+use crate::page::PageList;
 use crate::page_alloc::pcp::Pageset;
-use crate::page_alloc::Pages;
-use crate::section::desc_of;
 use crate::sync::bump;
 use crate::trace::Buffer;
 
 use super::bin::{Bin, BIN_LIMIT};
-use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
+use super::classes::{CLASS_SIZE, NR_CLASSES};
 use super::object::FreeObject;
 use super::parked::Parked;
 use super::remote::RemoteBatch;
-use super::slab::{self, Slab, IN_FULL};
+use super::slab::{self, Slab};
 
 /// Bytes of empty slabs a heap may always keep parked (`park_high`'s
-/// floor).
+/// floor; see `park_high.rs`).
 pub const PARK_HIGH_MIN: usize = 256 << 10;
 /// The most `park_high` grows to.
 pub const PARK_HIGH_MAX: usize = 4 << 20;
@@ -92,15 +83,15 @@ pub struct Local {
     /// none).
     pub current: [*mut Slab; NR_CLASSES],
     /// Partial slabs per class, excluding the current one.
-    partial: [PageList<Slab>; NR_CLASSES],
+    pub(super) partial: [PageList<Slab>; NR_CLASSES],
     /// How many bytes of empty slabs may be parked: auto-tuned like a
-    /// pageset's `high` (see `park_or_retire`).
+    /// pageset's `high` (see `park_high.rs`).
     pub park_high: usize,
     /// Bytes of slabs given back this tick because `park_high` was
     /// reached, and not yet made room for.
     pub park_missed: usize,
     /// The zone epoch (ticks run) this heap last acted on.
-    epoch_seen: u32,
+    pub(super) epoch_seen: u32,
     /// The thread's pageset in thread mode, else null (this CPU's).
     pub pageset: *mut Pageset,
     /// The runtime's reclaim epoch this heap last collected for (see
@@ -108,7 +99,7 @@ pub struct Local {
     pub reclaim_seen: u32,
     /// Other heaps' objects this thread freed, waiting to go back to their
     /// slabs in batches (`remote.rs`).
-    remote: RemoteBatch,
+    pub(super) remote: RemoteBatch,
 }
 
 /// A thread heap. See the module docs.
@@ -136,7 +127,7 @@ pub struct Heap {
     /// Bytes of objects taken off this heap's slabs (onto its bins), and
     /// put back on them. Written by the owner alone (load and store, no
     /// read-modify-write), so each only grows; see [`Heap::usage`].
-    small_taken: AtomicU64,
+    pub(super) small_taken: AtomicU64,
     small_returned: AtomicU64,
     /// Bytes of other heaps' small objects this heap's thread freed (onto
     /// their slabs' remote lists). Written by the owner alone — except on
@@ -187,7 +178,7 @@ const fn unsafe_empty_slab() -> Slab {
 pub static EMPTY_HEAP: Heap = Heap::with_limits([0; NR_CLASSES]);
 
 #[inline(always)]
-fn empty_slab() -> *mut Slab {
+pub(super) fn empty_slab() -> *mut Slab {
     addr_of!(EMPTY_SLAB) as *mut Slab
 }
 
@@ -411,28 +402,6 @@ impl Heap {
         unsafe { (*self.local.get()).pageset }
     }
 
-    /// Gives back the parked slabs if the parking lock is free right now
-    /// (anyone may: the tick, an allocation at the memory limit) straight
-    /// to the zone. Returns how many slabs went back.
-    pub fn release_parked(&self, pages: &Pages<'_>) -> usize {
-        let mut s = self.parked.take_all(false);
-        let mut n = 0;
-        while !s.is_null() {
-            // SAFETY: take_all handed us empty slabs of this heap, off
-            // every list; each goes back whole.
-            unsafe {
-                let next = (*s).next;
-                (*s).next = ptr::null_mut();
-                let order = u32::from((*s).order);
-                pages.free_to_zone(slab::fini(s), order);
-                s = next;
-            }
-            bump(&self.slabs_retired, 1);
-            n += 1;
-        }
-        n
-    }
-
     /// Tells the owner of full slab `s` that a remote free gave it room.
     ///
     /// # Safety
@@ -463,10 +432,11 @@ impl Default for Heap {
 }
 
 /// The owner's handle on a heap: shared fields through `heap`, owner-only
-/// ones through `local`.
+/// ones through `local`. Its slow paths are in `refill.rs` and
+/// `park_high.rs`, its checker in `check.rs`.
 pub struct Owned<'a> {
-    heap: &'a Heap,
-    local: &'a mut Local,
+    pub(super) heap: &'a Heap,
+    pub(super) local: &'a mut Local,
 }
 
 impl Owned<'_> {
@@ -480,387 +450,16 @@ impl Owned<'_> {
         self.local
     }
 
-    fn owner_tag(&self) -> *mut u8 {
+    /// The tag this heap's slabs carry in `owner`: its address.
+    pub(super) fn owner_tag(&self) -> *mut u8 {
         self.heap as *const Heap as *mut u8
     }
 
     /// Counts `n` objects of slab `s` freed remotely and collected (their
     /// bytes were counted by their freer, see `note_remote_freed`).
-    fn note_collected(&self, _s: *mut Slab, n: u32) {
+    pub(super) fn note_collected(&self, _s: *mut Slab, n: u32) {
         if n > 0 {
             bump(&self.heap.remote_collected, u64::from(n));
         }
-    }
-
-    /// Hands the remote frees waiting in batches to their slabs.
-    #[inline]
-    pub fn flush_remote(&mut self) {
-        if !self.local.remote.is_empty() {
-            // SAFETY: the batch is ours (owner handle).
-            unsafe { self.local.remote.flush(Heap::notify_owner) };
-        }
-    }
-
-    /// Allocates an object of `class`: the fast path, then the slow path.
-    /// Null when out of memory (tests and the replay, which drive heaps as
-    /// values).
-    pub fn alloc(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
-        // SAFETY: the bin is ours and holds free objects.
-        let p = unsafe { self.local.bins[class].pop() };
-        if p.is_null() {
-            self.alloc_slow(class, pages)
-        } else {
-            p
-        }
-    }
-
-    /// The allocation slow path: the bin of `class` is empty. Refills it
-    /// and pops. Null when out of memory.
-    pub fn alloc_slow(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
-        self.flush_remote();
-        let epoch = pages.zone().epoch();
-        if epoch != self.local.epoch_seen {
-            self.local.epoch_seen = epoch;
-            self.on_tick(pages);
-        }
-        if !self.refill(class, pages) {
-            return ptr::null_mut();
-        }
-        // SAFETY: refill put objects of ours on the bin.
-        unsafe { self.local.bins[class].pop() }
-    }
-
-    /// Refills the empty bin of `class` with every free object of the
-    /// current slab — its own list, else its remote list, else a page of
-    /// its untouched tail — moving to a partial slab, a parked one or a new
-    /// one as each runs dry. False when out of memory.
-    fn refill(&mut self, class: usize, pages: &Pages<'_>) -> bool {
-        // SAFETY: every slab reached is owned by this heap.
-        unsafe {
-            loop {
-                let cur = self.local.current[class];
-                if cur != empty_slab() {
-                    if (*cur).free.is_null() {
-                        let n = slab::collect_thread_free(cur);
-                        self.note_collected(cur, n);
-                        if n == 0 && !slab::extend(cur) {
-                            if !slab::mark_full(cur) {
-                                continue; // remote frees arrived meanwhile
-                            }
-                            self.local.current[class] = empty_slab();
-                        }
-                    }
-                    if self.local.current[class] == cur {
-                        let (head, n) = slab::take_all(cur);
-                        bump(
-                            &self.heap.small_taken,
-                            u64::from(n) * u64::from(CLASS_SIZE[class]),
-                        );
-                        let bin = &mut self.local.bins[class];
-                        bin.head = head;
-                        bin.set_count(n);
-                        return true;
-                    }
-                }
-                self.process_delayed(pages);
-                let next = self.local.partial[class].pop_front();
-                if !next.is_null() {
-                    self.local.current[class] = next;
-                    continue;
-                }
-                let order = u32::from(SLAB_ORDER[class]);
-                let parked = self.heap.parked.take(order);
-                if !parked.is_null() {
-                    if (*parked).class as usize != class {
-                        slab::reinit(parked, class);
-                    }
-                    self.local.current[class] = parked;
-                    continue;
-                }
-                self.grow_park_high(PAGE_SIZE << order, pages);
-                let head = pages.alloc(order, MigrateType::Unmovable);
-                if head.is_null() {
-                    return false;
-                }
-                let s = slab::init(head, class, order, self.owner_tag());
-                bump(&self.heap.slabs_created, 1);
-                self.local.current[class] = s;
-            }
-        }
-    }
-
-    /// Gives the objects of the bin of `class` past its first `keep` back
-    /// to their slabs.
-    pub fn flush(&mut self, class: usize, keep: u32, pages: &Pages<'_>) {
-        // SAFETY: the bin's list is well formed and ours.
-        let rest = unsafe { self.local.bins[class].split_after(keep) };
-        // SAFETY: the objects split off are free objects we now own.
-        unsafe { self.give_back_all(rest, pages) };
-    }
-
-    /// Gives every bin back to the slabs.
-    pub fn flush_bins(&mut self, pages: &Pages<'_>) {
-        for class in 0..NR_CLASSES {
-            if self.local.bins[class].count() > 0 {
-                self.flush(class, 0, pages);
-            }
-        }
-    }
-
-    /// Gives a list of free objects of this heap's slabs (linked through
-    /// word 0, carrying the free key) back onto their slabs' own lists.
-    ///
-    /// # Safety
-    /// The objects are free objects of this heap's slabs that the caller
-    /// owns, each counted as in use by its slab.
-    unsafe fn give_back_all(&mut self, mut p: *mut u8, pages: &Pages<'_>) {
-        // SAFETY: each object is free and ours (contract); its page
-        // descriptor names its live slab.
-        unsafe {
-            let mut bytes = 0;
-            while !p.is_null() {
-                let next = FreeObject::at(p).next();
-                let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
-                debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
-                bytes += slab::object_size(s);
-                if slab::give_back(s, p) {
-                    self.slab_given_back(s, pages);
-                }
-                p = next;
-            }
-            self.heap.note_small_returned(bytes);
-        }
-    }
-
-    /// Slab `s` of this heap just got an object back and became empty, or
-    /// was full: it comes back from full onto the partial list, and an
-    /// empty slab that is not current is parked or given back.
-    ///
-    /// # Safety
-    /// This heap owns `s`.
-    pub unsafe fn slab_given_back(&mut self, s: *mut Slab, pages: &Pages<'_>) {
-        // SAFETY: owner-only access to s.
-        unsafe {
-            let class = (*s).class as usize;
-            if (*s).flags & IN_FULL != 0 {
-                // Back from full, unless a remote free already queued it on
-                // the delayed stack (then it comes back from there).
-                if slab::unmark_full(s) {
-                    if (*s).used == 0 {
-                        self.park_or_retire(s, pages);
-                    } else {
-                        self.local.partial[class].push_front(s);
-                    }
-                }
-                return;
-            }
-            if (*s).used == 0 && self.local.current[class] != s {
-                self.local.partial[class].remove(s);
-                self.park_or_retire(s, pages);
-            }
-        }
-    }
-
-    /// Moves slabs that got remote frees while full back to the partial
-    /// lists.
-    fn process_delayed(&mut self, pages: &Pages<'_>) {
-        if self.heap.delayed.load(Relaxed).is_null() {
-            return;
-        }
-        let mut s = self.heap.delayed.swap(ptr::null_mut(), Acquire);
-        // SAFETY: the stack was filled by remote freers with full slabs of
-        // this heap; once swapped out it is ours.
-        unsafe {
-            while !s.is_null() {
-                let next = (*s).next;
-                (*s).next = ptr::null_mut();
-                (*s).flags &= !IN_FULL;
-                self.note_collected(s, slab::collect_thread_free(s));
-                if (*s).used == 0 {
-                    self.park_or_retire(s, pages);
-                } else {
-                    self.local.partial[(*s).class as usize].push_front(s);
-                }
-                s = next;
-            }
-        }
-    }
-
-    /// Parks an empty slab, or gives it back if the heap already keeps
-    /// `park_high` bytes of them.
-    ///
-    /// # Safety
-    /// `s` is a slab of this heap with no live object, on no list and not
-    /// current.
-    unsafe fn park_or_retire(&mut self, s: *mut Slab, pages: &Pages<'_>) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            if !self.heap.parked.park(s, self.local.park_high) {
-                self.local.park_missed += PAGE_SIZE << (*s).order;
-                self.retire(s, pages);
-            }
-        }
-    }
-
-    /// Gives an empty slab back to the page allocator.
-    ///
-    /// # Safety
-    /// `s` is a slab of this heap with no live object, on no list and not
-    /// current.
-    unsafe fn retire(&mut self, s: *mut Slab, pages: &Pages<'_>) {
-        // SAFETY: forwarded contract; the block goes back whole.
-        unsafe {
-            let order = u32::from((*s).order);
-            pages.free(slab::fini(s), order);
-        }
-        bump(&self.heap.slabs_retired, 1);
-    }
-
-    /// A new slab of `bytes` is needed: if slabs were given back for lack
-    /// of parking room since the last tick, make room for this one more
-    /// (the refill half of the `high` auto-tuning, applied to parked
-    /// slabs).
-    fn grow_park_high(&mut self, bytes: usize, pages: &Pages<'_>) {
-        let l = &mut *self.local;
-        if l.park_missed > 0 && !pages.below_high() {
-            let grow = bytes.min(l.park_missed);
-            l.park_missed -= grow;
-            l.park_high = (l.park_high + grow).min(PARK_HIGH_MAX);
-        }
-    }
-
-    /// What the heap does once per tick, when its owner next takes the
-    /// slow path: the bins, parked slabs and cached blocks go back, and
-    /// `park_high` loses 1/8, down to PARK_HIGH_MIN.
-    fn on_tick(&mut self, pages: &Pages<'_>) {
-        self.flush_bins(pages);
-        self.release_parked_owned(pages);
-        let l = &mut *self.local;
-        l.park_high = (l.park_high - l.park_high / 8).max(PARK_HIGH_MIN);
-        l.park_missed = 0;
-    }
-
-    /// Gives every parked slab back, waiting for the parking lock.
-    fn release_parked_owned(&mut self, pages: &Pages<'_>) {
-        let mut s = self.heap.parked.take_all(true);
-        while !s.is_null() {
-            // SAFETY: take_all handed us empty slabs of this heap, off every
-            // list.
-            unsafe {
-                let next = (*s).next;
-                (*s).next = ptr::null_mut();
-                self.retire(s, pages);
-                s = next;
-            }
-        }
-    }
-
-    /// Collects remote frees on every slab and gives every empty slab
-    /// back, the current ones included (thread exit, trim, reclaim, the
-    /// sweep of abandoned heaps). Returns how many slabs went back.
-    pub fn collect(&mut self, pages: &Pages<'_>) -> usize {
-        self.flush_remote();
-        let before = self.heap.slabs_retired.load(Relaxed);
-        self.flush_bins(pages);
-        self.process_delayed(pages);
-        self.release_parked_owned(pages);
-        // SAFETY: every slab reached is owned by this heap.
-        unsafe {
-            for class in 0..NR_CLASSES {
-                let cur = self.local.current[class];
-                if cur != empty_slab() {
-                    self.note_collected(cur, slab::collect_thread_free(cur));
-                    if (*cur).used == 0 {
-                        self.local.current[class] = empty_slab();
-                        self.retire(cur, pages);
-                    }
-                }
-                let mut s = self.local.partial[class].first();
-                while !s.is_null() {
-                    let next = (*s).next;
-                    self.note_collected(s, slab::collect_thread_free(s));
-                    if (*s).used == 0 {
-                        self.local.partial[class].remove(s);
-                        self.retire(s, pages);
-                    }
-                    s = next;
-                }
-            }
-        }
-        (self.heap.slabs_retired.load(Relaxed) - before) as usize
-    }
-
-    /// Forgets tuning state before the heap goes to another thread: the
-    /// thread that adopts it starts its own.
-    pub fn reset_tuning(&mut self) {
-        self.local.park_high = PARK_HIGH_MIN;
-        self.local.park_missed = 0;
-    }
-
-    /// Checks the owner-side invariants (bins hold objects of live slabs of
-    /// their class or larger, slabs on the right lists, parked bytes within
-    /// `park_high`). Returns the objects on the bins. Only while no other
-    /// thread uses the heap.
-    pub fn check(&mut self) -> usize {
-        let me = self.owner_tag();
-        let mut binned = 0;
-        for (class, bin) in self.local.bins.iter().enumerate() {
-            let mut p = bin.head;
-            let mut n = 0;
-            while !p.is_null() {
-                n += 1;
-                assert!(n <= bin.count(), "bin longer than its count");
-                // SAFETY: bin objects are free objects of live slabs.
-                unsafe {
-                    let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
-                    assert!(!s.is_null(), "a bin object outside any slab");
-                    assert_eq!((*s).kind.load(Relaxed), PageKind::Slab as u8);
-                    assert!(
-                        (*s).class as usize >= class,
-                        "a bin object of a smaller class"
-                    );
-                    assert_eq!((*s).owner.load(Relaxed), me, "a bin object of another heap");
-                    assert!(
-                        slab::object_at(s, p).is_some(),
-                        "a bin object off an object start"
-                    );
-                    p = FreeObject::at(p).next();
-                }
-            }
-            assert_eq!(n, bin.count(), "bin count");
-            binned += n as usize;
-        }
-        // SAFETY: the slabs on our lists are ours; quiescent.
-        unsafe {
-            for class in 0..NR_CLASSES {
-                let cur = self.local.current[class];
-                if cur != empty_slab() {
-                    assert_eq!((*cur).owner.load(Relaxed), me);
-                    assert_eq!((*cur).class as usize, class);
-                }
-                self.local.partial[class].check();
-                let mut s = self.local.partial[class].first();
-                while !s.is_null() {
-                    assert_eq!((*s).owner.load(Relaxed), me, "partial slab of another heap");
-                    assert!((*s).flags & IN_FULL == 0);
-                    assert!((*s).used > 0, "an empty slab on the partial list");
-                    s = (*s).next;
-                }
-            }
-        }
-        let mut parked = 0;
-        self.heap.parked.for_each(|e, order| {
-            // SAFETY: under the parking lock the slab is stable.
-            unsafe {
-                assert_eq!((*e).used, 0, "a parked slab with live objects");
-                assert_eq!((*e).order as usize, order, "parked on the wrong list");
-                assert_eq!((*e).owner.load(Relaxed), me);
-            }
-            parked += PAGE_SIZE << order;
-        });
-        assert_eq!(parked, self.heap.parked.bytes(), "parked bytes miscounted");
-        assert!(parked <= self.local.park_high);
-        assert!(self.local.park_high <= PARK_HIGH_MAX);
-        binned
     }
 }

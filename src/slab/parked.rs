@@ -1,7 +1,7 @@
 //! A thread heap's parked slabs: emptied slabs kept per order, ready for
 //! any class of that order, so a class that shrinks and grows again does
-//! not send its slabs through the pageset each time (see `heap.rs` for how
-//! much is kept: `park_high`).
+//! not send its slabs through the pageset each time (see `park_high.rs`
+//! for how much is kept: `park_high`).
 //!
 //! The owner parks and takes slabs; the maintenance tick takes them all
 //! back each tick, so an idle thread does not sit on them. Both sides go

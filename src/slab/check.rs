@@ -1,0 +1,165 @@
+//! The slab layer's invariant checker: [`Owned::check`] for one heap's
+//! owner-side state, [`check_quiescent`] for every slab of a zone and
+//! every heap. The invariants are written next to what they are about
+//! (`heap.rs`, `slab.rs`, `parked.rs`, `bin.rs`); these functions assert
+//! them, and panic on a broken one.
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use crate::geometry::PAGE_SIZE;
+use crate::page::PageKind;
+use crate::page_alloc::zone::Zone;
+use crate::section::desc_of;
+
+use super::classes::{self, NR_CLASSES};
+use super::heap::{empty_slab, Heap, Owned, PARK_HIGH_MAX};
+use super::heaps::HeapRegistry;
+use super::object::FreeObject;
+use super::slab::{self, Slab, IN_FULL};
+
+impl Owned<'_> {
+    /// Checks the owner-side invariants (bins hold objects of live slabs of
+    /// their class or larger, slabs on the right lists, parked bytes within
+    /// `park_high`). Returns the objects on the bins. Only while no other
+    /// thread uses the heap.
+    pub fn check(&mut self) -> usize {
+        let me = self.owner_tag();
+        let mut binned = 0;
+        for (class, bin) in self.local.bins.iter().enumerate() {
+            let mut p = bin.head;
+            let mut n = 0;
+            while !p.is_null() {
+                n += 1;
+                assert!(n <= bin.count(), "bin longer than its count");
+                // SAFETY: bin objects are free objects of live slabs.
+                unsafe {
+                    let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
+                    assert!(!s.is_null(), "a bin object outside any slab");
+                    assert_eq!((*s).kind.load(Relaxed), PageKind::Slab as u8);
+                    assert!(
+                        (*s).class as usize >= class,
+                        "a bin object of a smaller class"
+                    );
+                    assert_eq!((*s).owner.load(Relaxed), me, "a bin object of another heap");
+                    assert!(
+                        slab::object_at(s, p).is_some(),
+                        "a bin object off an object start"
+                    );
+                    p = FreeObject::at(p).next();
+                }
+            }
+            assert_eq!(n, bin.count(), "bin count");
+            binned += n as usize;
+        }
+        // SAFETY: the slabs on our lists are ours; quiescent.
+        unsafe {
+            for class in 0..NR_CLASSES {
+                let cur = self.local.current[class];
+                if cur != empty_slab() {
+                    assert_eq!((*cur).owner.load(Relaxed), me);
+                    assert_eq!((*cur).class as usize, class);
+                }
+                self.local.partial[class].check();
+                let mut s = self.local.partial[class].first();
+                while !s.is_null() {
+                    assert_eq!((*s).owner.load(Relaxed), me, "partial slab of another heap");
+                    assert!((*s).flags & IN_FULL == 0);
+                    assert!((*s).used > 0, "an empty slab on the partial list");
+                    s = (*s).next;
+                }
+            }
+        }
+        let mut parked = 0;
+        self.heap.parked.for_each(|e, order| {
+            // SAFETY: under the parking lock the slab is stable.
+            unsafe {
+                assert_eq!((*e).used, 0, "a parked slab with live objects");
+                assert_eq!((*e).order as usize, order, "parked on the wrong list");
+                assert_eq!((*e).owner.load(Relaxed), me);
+            }
+            parked += PAGE_SIZE << order;
+        });
+        assert_eq!(parked, self.heap.parked.bytes(), "parked bytes miscounted");
+        assert!(parked <= self.local.park_high);
+        assert!(self.local.park_high <= PARK_HIGH_MAX);
+        binned
+    }
+}
+
+/// Checks every slab of `zone`: its descriptor fields, the equation
+/// `used + on free list = carved` (`used` counting live objects, objects
+/// on bins and pending remote ones), that its owner is one of `heaps`, and
+/// that every heap's bins and lists hold what they should. Returns (slabs,
+/// objects in use by the program).
+///
+/// Only meaningful while no other thread allocates or frees (tests call it
+/// after joining their threads); panics on a broken invariant.
+pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
+    let mut known: [usize; 4096] = [0; 4096];
+    let mut nheaps = 0;
+    heaps.for_each(|h| {
+        if nheaps < known.len() {
+            known[nheaps] = h as *const Heap as usize;
+            nheaps += 1;
+        }
+    });
+    let (mut slabs, mut live) = (0, 0);
+    zone.for_each_used_block(|d| {
+        // SAFETY: d heads a used block; the allocator is quiescent.
+        unsafe {
+            if (*d).kind() != PageKind::Slab {
+                return;
+            }
+            let s = Slab::from_page(d);
+            slabs += 1;
+            assert_eq!(
+                (*s).head.load(Relaxed),
+                s,
+                "slab head does not point to itself"
+            );
+            let class = (*s).class as usize;
+            assert!(class < classes::NR_CLASSES);
+            assert_eq!(
+                (*s).order,
+                classes::SLAB_ORDER[class],
+                "slab of the wrong order"
+            );
+            assert_eq!((*s).capacity, classes::CAPACITY[class]);
+            let info = classes::CLASS_INFO[class];
+            assert_eq!(
+                ((*s).obj_inverse, (*s).obj_shift),
+                (info.inverse, info.shift),
+                "object check of another class"
+            );
+            assert!((*s).reserved <= (*s).capacity);
+            let owner = (*s).owner.load(Relaxed) as usize;
+            assert!(known[..nheaps].contains(&owner), "slab owned by no heap");
+            let free_len = slab::list_len((*s).free, (*s).capacity);
+            let tf = (*s).thread_free.load(Relaxed) & !slab::FULL_NOTIFY;
+            let tf_len = slab::list_len(tf as *mut u8, (*s).capacity);
+            assert_eq!(
+                (*s).used as usize + free_len,
+                (*s).reserved as usize,
+                "slab object accounting"
+            );
+            assert!((*s).used as usize >= tf_len);
+            live += (*s).used as usize - tf_len;
+            let base = Slab::base(s);
+            for i in 1..(1usize << (*s).order) {
+                let t = desc_of(base + i * PAGE_SIZE);
+                assert_eq!((*t).kind(), PageKind::SlabTail);
+                assert_eq!((*t).head.load(Relaxed), d);
+            }
+        }
+    });
+    let mut binned = 0;
+    heaps.for_each(|h| {
+        // SAFETY: quiescent: no thread uses any heap while this runs.
+        binned += unsafe { h.owned().check() };
+    });
+    assert!(
+        binned <= live,
+        "more objects on bins than slabs count in use"
+    );
+    (slabs, live - binned)
+}

@@ -1,0 +1,252 @@
+//! A heap's slow paths between its bins and its slabs ([`Owned`]'s refill
+//! half; the heap itself is in `heap.rs`): refilling an empty bin from the
+//! current slab, then a partial one, a parked one or a new one; giving a
+//! full bin's objects back to their slabs (`flush`); taking back slabs
+//! that got remote frees while full (the delayed stack); and `collect`,
+//! which gives every empty slab back. An emptied slab goes to
+//! `park_or_retire` (`park_high.rs`).
+
+use core::ptr;
+use core::sync::atomic::Ordering::*;
+
+use crate::geometry::PAGE_SIZE;
+use crate::page::MigrateType;
+use crate::page_alloc::Pages;
+use crate::section::desc_of;
+use crate::sync::bump;
+
+use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
+use super::heap::{empty_slab, Heap, Owned};
+use super::object::FreeObject;
+use super::slab::{self, Slab, IN_FULL};
+
+impl Owned<'_> {
+    /// Hands the remote frees waiting in batches to their slabs.
+    #[inline]
+    pub fn flush_remote(&mut self) {
+        if !self.local.remote.is_empty() {
+            // SAFETY: the batch is ours (owner handle).
+            unsafe { self.local.remote.flush(Heap::notify_owner) };
+        }
+    }
+
+    /// Allocates an object of `class`: the fast path, then the slow path.
+    /// Null when out of memory (tests and the replay, which drive heaps as
+    /// values).
+    pub fn alloc(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
+        // SAFETY: the bin is ours and holds free objects.
+        let p = unsafe { self.local.bins[class].pop() };
+        if p.is_null() {
+            self.alloc_slow(class, pages)
+        } else {
+            p
+        }
+    }
+
+    /// The allocation slow path: the bin of `class` is empty. Refills it
+    /// and pops. Null when out of memory.
+    pub fn alloc_slow(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
+        self.flush_remote();
+        let epoch = pages.zone().epoch();
+        if epoch != self.local.epoch_seen {
+            self.local.epoch_seen = epoch;
+            self.on_tick(pages);
+        }
+        if !self.refill(class, pages) {
+            return ptr::null_mut();
+        }
+        // SAFETY: refill put objects of ours on the bin.
+        unsafe { self.local.bins[class].pop() }
+    }
+
+    /// Refills the empty bin of `class` with every free object of the
+    /// current slab — its own list, else its remote list, else a page of
+    /// its untouched tail — moving to a partial slab, a parked one or a new
+    /// one as each runs dry. False when out of memory.
+    fn refill(&mut self, class: usize, pages: &Pages<'_>) -> bool {
+        // SAFETY: every slab reached is owned by this heap.
+        unsafe {
+            loop {
+                let cur = self.local.current[class];
+                if cur != empty_slab() {
+                    if (*cur).free.is_null() {
+                        let n = slab::collect_thread_free(cur);
+                        self.note_collected(cur, n);
+                        if n == 0 && !slab::extend(cur) {
+                            if !slab::mark_full(cur) {
+                                continue; // remote frees arrived meanwhile
+                            }
+                            self.local.current[class] = empty_slab();
+                        }
+                    }
+                    if self.local.current[class] == cur {
+                        let (head, n) = slab::take_all(cur);
+                        bump(
+                            &self.heap.small_taken,
+                            u64::from(n) * u64::from(CLASS_SIZE[class]),
+                        );
+                        let bin = &mut self.local.bins[class];
+                        bin.head = head;
+                        bin.set_count(n);
+                        return true;
+                    }
+                }
+                self.process_delayed(pages);
+                let next = self.local.partial[class].pop_front();
+                if !next.is_null() {
+                    self.local.current[class] = next;
+                    continue;
+                }
+                let order = u32::from(SLAB_ORDER[class]);
+                let parked = self.heap.parked.take(order);
+                if !parked.is_null() {
+                    if (*parked).class as usize != class {
+                        slab::reinit(parked, class);
+                    }
+                    self.local.current[class] = parked;
+                    continue;
+                }
+                self.grow_park_high(PAGE_SIZE << order, pages);
+                let head = pages.alloc(order, MigrateType::Unmovable);
+                if head.is_null() {
+                    return false;
+                }
+                let s = slab::init(head, class, order, self.owner_tag());
+                bump(&self.heap.slabs_created, 1);
+                self.local.current[class] = s;
+            }
+        }
+    }
+
+    /// Gives the objects of the bin of `class` past its first `keep` back
+    /// to their slabs.
+    pub fn flush(&mut self, class: usize, keep: u32, pages: &Pages<'_>) {
+        // SAFETY: the bin's list is well formed and ours.
+        let rest = unsafe { self.local.bins[class].split_after(keep) };
+        // SAFETY: the objects split off are free objects we now own.
+        unsafe { self.give_back_all(rest, pages) };
+    }
+
+    /// Gives every bin back to the slabs.
+    pub fn flush_bins(&mut self, pages: &Pages<'_>) {
+        for class in 0..NR_CLASSES {
+            if self.local.bins[class].count() > 0 {
+                self.flush(class, 0, pages);
+            }
+        }
+    }
+
+    /// Gives a list of free objects of this heap's slabs (linked through
+    /// word 0, carrying the free key) back onto their slabs' own lists.
+    ///
+    /// # Safety
+    /// The objects are free objects of this heap's slabs that the caller
+    /// owns, each counted as in use by its slab.
+    unsafe fn give_back_all(&mut self, mut p: *mut u8, pages: &Pages<'_>) {
+        // SAFETY: each object is free and ours (contract); its page
+        // descriptor names its live slab.
+        unsafe {
+            let mut bytes = 0;
+            while !p.is_null() {
+                let next = FreeObject::at(p).next();
+                let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
+                debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
+                bytes += slab::object_size(s);
+                if slab::give_back(s, p) {
+                    self.slab_given_back(s, pages);
+                }
+                p = next;
+            }
+            self.heap.note_small_returned(bytes);
+        }
+    }
+
+    /// Slab `s` of this heap just got an object back and became empty, or
+    /// was full: it comes back from full onto the partial list, and an
+    /// empty slab that is not current is parked or given back.
+    ///
+    /// # Safety
+    /// This heap owns `s`.
+    pub unsafe fn slab_given_back(&mut self, s: *mut Slab, pages: &Pages<'_>) {
+        // SAFETY: owner-only access to s.
+        unsafe {
+            let class = (*s).class as usize;
+            if (*s).flags & IN_FULL != 0 {
+                // Back from full, unless a remote free already queued it on
+                // the delayed stack (then it comes back from there).
+                if slab::unmark_full(s) {
+                    if (*s).used == 0 {
+                        self.park_or_retire(s, pages);
+                    } else {
+                        self.local.partial[class].push_front(s);
+                    }
+                }
+                return;
+            }
+            if (*s).used == 0 && self.local.current[class] != s {
+                self.local.partial[class].remove(s);
+                self.park_or_retire(s, pages);
+            }
+        }
+    }
+
+    /// Moves slabs that got remote frees while full back to the partial
+    /// lists.
+    fn process_delayed(&mut self, pages: &Pages<'_>) {
+        if self.heap.delayed.load(Relaxed).is_null() {
+            return;
+        }
+        let mut s = self.heap.delayed.swap(ptr::null_mut(), Acquire);
+        // SAFETY: the stack was filled by remote freers with full slabs of
+        // this heap; once swapped out it is ours.
+        unsafe {
+            while !s.is_null() {
+                let next = (*s).next;
+                (*s).next = ptr::null_mut();
+                (*s).flags &= !IN_FULL;
+                self.note_collected(s, slab::collect_thread_free(s));
+                if (*s).used == 0 {
+                    self.park_or_retire(s, pages);
+                } else {
+                    self.local.partial[(*s).class as usize].push_front(s);
+                }
+                s = next;
+            }
+        }
+    }
+
+    /// Collects remote frees on every slab and gives every empty slab
+    /// back, the current ones included (thread exit, trim, reclaim, the
+    /// sweep of abandoned heaps). Returns how many slabs went back.
+    pub fn collect(&mut self, pages: &Pages<'_>) -> usize {
+        self.flush_remote();
+        let before = self.heap.slabs_retired.load(Relaxed);
+        self.flush_bins(pages);
+        self.process_delayed(pages);
+        self.release_parked_owned(pages);
+        // SAFETY: every slab reached is owned by this heap.
+        unsafe {
+            for class in 0..NR_CLASSES {
+                let cur = self.local.current[class];
+                if cur != empty_slab() {
+                    self.note_collected(cur, slab::collect_thread_free(cur));
+                    if (*cur).used == 0 {
+                        self.local.current[class] = empty_slab();
+                        self.retire(cur, pages);
+                    }
+                }
+                let mut s = self.local.partial[class].first();
+                while !s.is_null() {
+                    let next = (*s).next;
+                    self.note_collected(s, slab::collect_thread_free(s));
+                    if (*s).used == 0 {
+                        self.local.partial[class].remove(s);
+                        self.retire(s, pages);
+                    }
+                    s = next;
+                }
+            }
+        }
+        (self.heap.slabs_retired.load(Relaxed) - before) as usize
+    }
+}
