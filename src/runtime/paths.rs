@@ -107,6 +107,7 @@ pub unsafe fn finish_free(p: *mut u8, s: *mut Slab, left: Freed) {
         match left {
             Freed::Done => {}
             Freed::SlabChanged => slab_changed(tls::heap(), s),
+            Freed::Remote => free_small_remote(p, s),
             Freed::Slow => free_small_slow(p, s),
         }
     }
@@ -126,8 +127,44 @@ unsafe fn slab_changed(h: *mut Heap, s: *mut Slab) {
     }
 }
 
+/// A valid object of another heap's slab `s`, checked by the fast path:
+/// it goes back to its slab in a batch (`slab/remote.rs`).
+///
+/// # Safety
+/// `s` is the slab head of `p`'s page and `p` a live object of it, without
+/// the free key, that the caller frees.
+#[cold]
+#[inline(never)]
+unsafe fn free_small_remote(p: *mut u8, s: *mut Slab) {
+    if record::tracing() {
+        // SAFETY: forwarded contract.
+        return unsafe { free_small_traced(p, s) };
+    }
+    let h = freeing_heap();
+    // SAFETY: forwarded contract; h is this thread's heap (or the empty
+    // heap), which does not own s (the fast path compared).
+    unsafe { slab::free_remote(p, s, h, process::free_key()) };
+}
+
+/// The calling thread's heap for a free: a thread that frees before it
+/// ever allocates (a consumer) gets its heap now, so its remote frees go
+/// back in batches (`slab/remote.rs`) instead of one CAS each. The empty
+/// heap for a thread past its exit hook.
+#[inline]
+fn freeing_heap() -> *mut Heap {
+    let h = tls::heap();
+    // SAFETY: h is this thread's heap or the static empty heap.
+    if unsafe { (*h).is_empty_heap() } {
+        let t = thread_heap();
+        if !t.is_null() {
+            return t;
+        }
+    }
+    h
+}
+
 /// The small-object free slow path (see `slab::free_slow`): a bad
-/// pointer, or an object of another thread's heap.
+/// pointer, or a block holding the free key.
 ///
 /// # Safety
 /// `s` is the slab head of `p`'s page; the caller is freeing `p`.
@@ -138,17 +175,7 @@ pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
         // SAFETY: forwarded contract.
         return unsafe { free_small_traced(p, s) };
     }
-    let mut h = tls::heap();
-    // A thread that frees before it ever allocates (a consumer) gets its
-    // heap now: its remote frees then go back in batches (`slab/remote.rs`)
-    // instead of one CAS each.
-    // SAFETY: h is this thread's heap or the static empty heap.
-    if unsafe { (*h).is_empty_heap() } {
-        let t = thread_heap();
-        if !t.is_null() {
-            h = t;
-        }
-    }
+    let h = freeing_heap();
     let key = process::free_key();
     // SAFETY: forwarded contract; h is this thread's heap (or the empty
     // heap, which owns no slab).
@@ -200,8 +227,10 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
         if left == Freed::Slow {
             left = slab::free_slow(p, s, h, key);
         }
-        if left == Freed::SlabChanged {
-            slab_changed(h, s);
+        match left {
+            Freed::Remote => slab::free_remote(p, s, h, key),
+            Freed::SlabChanged => slab_changed(h, s),
+            Freed::Done | Freed::Slow => {}
         }
     }
 }

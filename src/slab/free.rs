@@ -28,8 +28,11 @@ pub enum Freed {
     /// the slab became empty or was full: the owner's
     /// [`Owned::slab_given_back`] must move it.
     SlabChanged,
-    /// The slow path ([`free_slow`]) must run: a bad pointer, or a slab of
-    /// another heap.
+    /// A valid object, without the free key, of another heap's slab:
+    /// [`free_remote`] sends it back (no check left to repeat).
+    Remote,
+    /// The slow path ([`free_slow`]) must run: a bad pointer, or a block
+    /// holding the free key.
     Slow,
 }
 
@@ -57,7 +60,7 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
 /// Frees object `p` of slab `s` that the caller has checked already (it
 /// starts an object of `s` and does not hold the free key: [`free`],
 /// [`free_sized`], realloc's lookup): only the owner compare and the bin
-/// remain; another heap's object takes the slow path, which checks again.
+/// remain; another heap's object is left to [`free_remote`].
 ///
 /// A full bin does not send the object to the slow path: the owner puts
 /// it straight on the slab's own list here (four stores), and only a slab
@@ -73,7 +76,7 @@ pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize)
     // is written only by its owner, which `h` is.
     unsafe {
         if (*s).owner.load(Relaxed) != h as *mut u8 {
-            return Freed::Slow;
+            return Freed::Remote;
         }
         let bin = Heap::bin(h, (*s).class as usize);
         if (*bin).has_room() {
@@ -166,13 +169,14 @@ pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usi
     }
 }
 
-/// `p`, a valid block of another heap's slab `s`, goes on the slab's
-/// remote list marked with `key`; the freeing heap `h` counts its bytes.
+/// `p`, a valid block of another heap's slab `s`, goes back to the slab's
+/// remote list (in a batch, `remote.rs`) marked with `key`; the freeing
+/// heap `h` counts its bytes.
 ///
 /// # Safety
-/// As [`free`]; `s` is not the calling heap's.
+/// As [`free`]; `p` is a valid object of `s`, which is not `h`'s.
 #[inline(always)]
-unsafe fn free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) {
+pub unsafe fn free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) {
     // SAFETY: p is a block of s nobody uses (contract).
     unsafe {
         Heap::note_remote_freed(h, slab::object_size(s));
@@ -286,8 +290,10 @@ pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Page
         if left == Freed::Slow {
             left = free_slow(p, s, h, key);
         }
-        if left == Freed::SlabChanged {
-            o.slab_given_back(s, pages);
+        match left {
+            Freed::Remote => free_remote(p, s, h, key),
+            Freed::SlabChanged => o.slab_given_back(s, pages),
+            Freed::Done | Freed::Slow => {}
         }
     }
 }
