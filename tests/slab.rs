@@ -257,7 +257,7 @@ fn a_thread_gives_other_heaps_objects_back_to_their_slabs() {
         // slab's remote list in batches of REMOTE_BATCH, one CAS each; the
         // rest wait on the freeing heap's chain (counted live by the slab)
         // until it flushes. The owner takes them back on its next refill.
-        assert_eq!(o.local().bins[class].count(), 0);
+        assert_eq!(o.local().bins.count(class), 0);
         let s = (*pcpalloc::internals::desc_of(v[0] as usize))
             .head
             .load(Relaxed)

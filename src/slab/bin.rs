@@ -18,29 +18,37 @@
 //! object on a bin as in use: only its own list and remote list are the
 //! slab's.
 //!
-//! `count` is atomic only so a stats snapshot on another thread may read
-//! it (the bytes on bins are not allocated): the owner writes it with a
-//! plain load and store, which compile as a non-atomic `sub`/`add` would.
+//! The bins of a heap are laid out as arrays per field (`Bins`): the list
+//! heads first, then the room left in each, then the limits — so the fast
+//! paths reach a class's head and room with one scaled index each, at the
+//! start of the heap.
 //!
-//! Invariant: `count` is the length of the list. It may exceed `limit`
-//! after a refill; frees push only while it is below. The empty heap's
-//! bins have `limit == 0`, so its frees never write to it.
+//! `room` is atomic only so a stats snapshot on another thread may read it
+//! (the bytes on bins are not allocated): the owner writes it with a plain
+//! load and store, which compile as a non-atomic `sub`/`add` would.
+//!
+//! Invariant: `limit - room` is the length of the list. `room` may be
+//! negative after a refill (a slab's worth can exceed the limit); frees
+//! push only while it is positive. The empty heap's bins have `limit == 0`
+//! and `room == 0`, so its frees never write to them.
 
-use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
 
 use super::classes::{CAPACITY, CLASS_SIZE, NR_CLASSES};
 use super::object::FreeObject;
 
-/// A bin. See the module docs.
+/// A heap's bins, a list of free objects per class. See the module docs.
 #[repr(C)]
 #[derive(Debug)]
-pub struct Bin {
-    /// The first free object, or null.
-    pub head: *mut u8,
-    /// Objects on the list (written by the owner only).
-    count: AtomicU32,
-    /// Most objects the bin holds before a free flushes half of them.
-    pub limit: u32,
+pub struct Bins {
+    /// The first free object of each class, or null. Hot: at offset 0 of
+    /// the heap.
+    heads: [*mut u8; NR_CLASSES],
+    /// How many more objects each bin takes before a free goes to the slab
+    /// (`limit - length`; written by the owner only).
+    room: [AtomicI32; NR_CLASSES],
+    /// Most objects each bin holds.
+    limit: [u32; NR_CLASSES],
 }
 
 /// Bytes a bin may hold (its `limit` is this over the object size, within
@@ -77,94 +85,143 @@ const fn build_limits() -> [u32; NR_CLASSES] {
 /// The limit of each class's bin.
 pub static BIN_LIMIT: [u32; NR_CLASSES] = build_limits();
 
-impl Bin {
-    /// An empty bin that holds up to `limit` objects.
-    pub const fn new(limit: u32) -> Bin {
-        Bin {
-            head: core::ptr::null_mut(),
-            count: AtomicU32::new(0),
-            limit,
+impl Bins {
+    /// Empty bins that hold up to `limits` objects.
+    pub const fn new(limits: [u32; NR_CLASSES]) -> Bins {
+        let mut room = [const { AtomicI32::new(0) }; NR_CLASSES];
+        let mut c = 0;
+        while c < NR_CLASSES {
+            room[c] = AtomicI32::new(limits[c] as i32);
+            c += 1;
+        }
+        Bins {
+            heads: [core::ptr::null_mut(); NR_CLASSES],
+            room,
+            limit: limits,
         }
     }
 
-    /// Objects on the list.
+    /// The first object of the bin of `class` (null: empty).
     #[inline(always)]
-    pub fn count(&self) -> u32 {
-        self.count.load(Relaxed)
+    pub fn head(&self, class: usize) -> *mut u8 {
+        self.heads[class]
     }
 
-    /// Sets the count (the owner, after replacing the list).
+    /// Objects on the bin of `class`.
     #[inline(always)]
-    pub fn set_count(&self, n: u32) {
-        self.count.store(n, Relaxed);
+    pub fn count(&self, class: usize) -> u32 {
+        (self.limit[class] as i32 - self.room[class].load(Relaxed)) as u32
     }
 
-    /// The count of bin `b`, read from any thread (a stats snapshot).
+    /// The count of bin `class` of `b`, read from any thread (a stats
+    /// snapshot).
     ///
     /// # Safety
-    /// `b` points at a live bin. Only its atomic `count` is read, so the
-    /// owner may be using the bin meanwhile.
-    pub unsafe fn count_of(b: *const Bin) -> u32 {
-        // SAFETY: a shared reference to the atomic field alone (contract).
-        unsafe { (*core::ptr::addr_of!((*b).count)).load(Relaxed) }
-    }
-
-    /// Whether a free may push (below `limit`).
-    #[inline(always)]
-    pub fn has_room(&self) -> bool {
-        self.count() < self.limit
-    }
-
-    /// Pops an object (its free key cleared), or null.
-    ///
-    /// # Safety
-    /// The list holds free objects owned by the caller's heap.
-    #[inline(always)]
-    pub unsafe fn pop(&mut self) -> *mut u8 {
-        let p = self.head;
-        if !p.is_null() {
-            // SAFETY: p is a free object of the list (contract).
-            unsafe {
-                let obj = FreeObject::at(p);
-                self.head = obj.next();
-                obj.unmark();
-            }
-            self.set_count(self.count() - 1);
-        }
-        p
-    }
-
-    /// Pushes free object `p`, marking it with `key`.
-    ///
-    /// # Safety
-    /// `p` is an object being freed, of a class at least this bin's, and
-    /// nobody else uses it.
-    #[inline(always)]
-    pub unsafe fn push(&mut self, p: *mut u8, key: usize) {
-        // SAFETY: p is ours to relink (contract).
+    /// `b` points at live bins. Only the atomic `room` and the fixed
+    /// `limit` are read, so the owner may be using the bins meanwhile.
+    pub unsafe fn count_of(b: *const Bins, class: usize) -> u32 {
+        // SAFETY: a shared reference to the atomic alone, and a read of a
+        // field that never changes (contract).
         unsafe {
-            let obj = FreeObject::at(p);
-            obj.set_next(self.head);
-            obj.mark(key);
+            let room = (*core::ptr::addr_of!((*b).room))[class].load(Relaxed);
+            let limit = (*core::ptr::addr_of!((*b).limit))[class];
+            (limit as i32 - room) as u32
         }
-        self.head = p;
-        self.set_count(self.count() + 1);
     }
 
-    /// Keeps the first `keep` objects and returns the rest of the list
-    /// (null if there is none), which the caller now owns.
+    /// Whether a free may push on the bin of `class`.
+    ///
+    /// # Safety
+    /// `class < NR_CLASSES` (unchecked: the fast path's index).
+    #[inline(always)]
+    pub unsafe fn has_room(&self, class: usize) -> bool {
+        debug_assert!(class < NR_CLASSES);
+        // SAFETY: class is in range (contract).
+        unsafe { self.room.get_unchecked(class) }.load(Relaxed) > 0
+    }
+
+    /// # Safety
+    /// `class < NR_CLASSES`.
+    #[inline(always)]
+    unsafe fn add_room_unchecked(&self, class: usize, by: i32) {
+        debug_assert!(class < NR_CLASSES);
+        // SAFETY: class is in range (contract).
+        let r = unsafe { self.room.get_unchecked(class) };
+        r.store(r.load(Relaxed) + by, Relaxed);
+    }
+
+    #[inline(always)]
+    fn add_room(&self, class: usize, by: i32) {
+        let r = &self.room[class];
+        r.store(r.load(Relaxed) + by, Relaxed);
+    }
+
+    /// Pops an object of `class` (its free key cleared), or null.
+    ///
+    /// # Safety
+    /// `class < NR_CLASSES` (unchecked: the fast path's index); the list
+    /// holds free objects owned by the caller's heap.
+    #[inline(always)]
+    pub unsafe fn pop(&mut self, class: usize) -> *mut u8 {
+        debug_assert!(class < NR_CLASSES);
+        // SAFETY: class is in range; p is a free object of the list
+        // (contract).
+        unsafe {
+            let head = self.heads.get_unchecked_mut(class);
+            let p = *head;
+            if !p.is_null() {
+                let obj = FreeObject::at(p);
+                *head = obj.next();
+                obj.unmark();
+                self.add_room_unchecked(class, 1);
+            }
+            p
+        }
+    }
+
+    /// Pushes free object `p` on the bin of `class`, marking it with `key`.
+    ///
+    /// # Safety
+    /// `class < NR_CLASSES` (unchecked); `p` is an object being freed, of
+    /// `class` or larger, and nobody else uses it.
+    #[inline(always)]
+    pub unsafe fn push(&mut self, class: usize, p: *mut u8, key: usize) {
+        debug_assert!(class < NR_CLASSES);
+        // SAFETY: class is in range; p is ours to relink (contract).
+        unsafe {
+            let head = self.heads.get_unchecked_mut(class);
+            let obj = FreeObject::at(p);
+            obj.set_next(*head);
+            obj.mark(key);
+            *head = p;
+            self.add_room_unchecked(class, -1);
+        }
+    }
+
+    /// Makes `head` (a list of `n` free objects, each with the free key)
+    /// the empty bin of `class`.
+    pub fn fill(&mut self, class: usize, head: *mut u8, n: u32) {
+        debug_assert!(self.heads[class].is_null());
+        self.heads[class] = head;
+        self.room[class].store(self.limit[class] as i32 - n as i32, Relaxed);
+    }
+
+    /// Keeps the first `keep` objects of the bin of `class` and returns
+    /// the rest of the list (null if there is none), which the caller now
+    /// owns.
     ///
     /// # Safety
     /// The list is well formed.
-    pub unsafe fn split_after(&mut self, keep: u32) -> *mut u8 {
+    pub unsafe fn split_after(&mut self, class: usize, keep: u32) -> *mut u8 {
+        let count = self.count(class);
         if keep == 0 {
-            self.set_count(0);
-            return core::mem::replace(&mut self.head, core::ptr::null_mut());
+            self.add_room(class, count as i32);
+            return core::mem::replace(&mut self.heads[class], core::ptr::null_mut());
         }
-        if keep >= self.count() {
+        if keep >= count {
             return core::ptr::null_mut();
         }
-        let mut last = self.head;
+        let mut last = self.heads[class];
         // SAFETY: the first `keep` links exist (keep < count).
         unsafe {
             for _ in 1..keep {
@@ -172,19 +229,19 @@ impl Bin {
             }
             let rest = FreeObject::at(last).next();
             FreeObject::at(last).set_next(core::ptr::null_mut());
-            self.set_count(keep);
+            self.add_room(class, (count - keep) as i32);
             rest
         }
     }
 
-    /// Whether `p` is on the list (double-free checks).
+    /// Whether `p` is on the bin of `class` (double-free checks).
     ///
     /// # Safety
     /// The list is well formed.
-    pub unsafe fn contains(&self, p: *mut u8) -> bool {
-        let mut q = self.head;
+    pub unsafe fn contains(&self, class: usize, p: *mut u8) -> bool {
+        let mut q = self.heads[class];
         let mut steps = 0;
-        while !q.is_null() && steps <= self.count() {
+        while !q.is_null() && steps <= self.count(class) {
             if q == p {
                 return true;
             }

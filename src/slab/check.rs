@@ -25,12 +25,13 @@ impl Owned<'_> {
     pub fn check(&mut self) -> usize {
         let me = self.owner_tag();
         let mut binned = 0;
-        for (class, bin) in self.local.bins.iter().enumerate() {
-            let mut p = bin.head;
+        let bins = &self.local.bins;
+        for class in 0..NR_CLASSES {
+            let mut p = bins.head(class);
             let mut n = 0;
             while !p.is_null() {
                 n += 1;
-                assert!(n <= bin.count(), "bin longer than its count");
+                assert!(n <= bins.count(class), "bin longer than its count");
                 // SAFETY: bin objects are free objects of live slabs.
                 unsafe {
                     let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
@@ -48,7 +49,7 @@ impl Owned<'_> {
                     p = FreeObject::at(p).next();
                 }
             }
-            assert_eq!(n, bin.count(), "bin count");
+            assert_eq!(n, bins.count(class), "bin count");
             binned += n as usize;
         }
         // SAFETY: the slabs on our lists are ours; quiescent.

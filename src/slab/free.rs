@@ -78,9 +78,10 @@ pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize)
         if (*s).owner.load(Relaxed) != h as *mut u8 {
             return Freed::Remote;
         }
-        let bin = Heap::bin(h, (*s).class as usize);
-        if (*bin).has_room() {
-            (*bin).push(p, key);
+        let class = (*s).class as usize;
+        let bins = Heap::bins(h);
+        if (*bins).has_room(class) {
+            (*bins).push(class, p, key);
             return Freed::Done;
         }
         if Heap::give_back_to_slab(&*h, p, s, key) {
@@ -220,8 +221,7 @@ unsafe fn is_free_in(h: *const Heap, s: *mut Slab, p: *mut u8) -> bool {
     // SAFETY: the owner's own lists (contract); remote frees only push at
     // the head of the remote list, so walking it from its head is safe.
     unsafe {
-        let bin = Heap::bin(h, (*s).class as usize);
-        if (*bin).contains(p) {
+        if (*Heap::bins(h)).contains((*s).class as usize, p) {
             return true;
         }
         let cap = usize::from((*s).capacity);

@@ -52,7 +52,7 @@ use crate::page_alloc::pcp::Pageset;
 use crate::sync::bump;
 use crate::trace::Buffer;
 
-use super::bin::{Bin, BIN_LIMIT};
+use super::bin::{Bins, BIN_LIMIT};
 use super::classes::{CLASS_SIZE, NR_CLASSES};
 use super::object::FreeObject;
 use super::parked::Parked;
@@ -78,7 +78,7 @@ pub const HEAP_LOST: u8 = 3;
 #[repr(C)]
 pub struct Local {
     /// Free objects per class. Hot: first, at offset 0 of the heap.
-    pub bins: [Bin; NR_CLASSES],
+    pub bins: Bins,
     /// The slab of each class bins are refilled from (the empty slab when
     /// none).
     pub current: [*mut Slab; NR_CLASSES],
@@ -189,15 +189,9 @@ impl Heap {
     }
 
     const fn with_limits(limits: [u32; NR_CLASSES]) -> Heap {
-        let mut bins = [const { Bin::new(0) }; NR_CLASSES];
-        let mut c = 0;
-        while c < NR_CLASSES {
-            bins[c] = Bin::new(limits[c]);
-            c += 1;
-        }
         Heap {
             local: UnsafeCell::new(Local {
-                bins,
+                bins: Bins::new(limits),
                 current: [addr_of!(EMPTY_SLAB) as *mut Slab; NR_CLASSES],
                 partial: [const { PageList::new() }; NR_CLASSES],
                 park_high: PARK_HIGH_MIN,
@@ -255,9 +249,9 @@ impl Heap {
         let local = self.local.get();
         let mut binned = 0u64;
         for (c, &size) in CLASS_SIZE.iter().enumerate() {
-            // SAFETY: the heap lives forever; only the bins' atomic counts
-            // are read (`Bin::count_of`).
-            let n = unsafe { Bin::count_of(addr_of!((*local).bins[c])) };
+            // SAFETY: the heap lives forever; only what `Bins::count_of`
+            // may read from any thread is read.
+            let n = unsafe { Bins::count_of(addr_of!((*local).bins), c) };
             binned += u64::from(n) * u64::from(size);
         }
         let d = |a: &AtomicU64, b: &AtomicU64| a.load(Relaxed).wrapping_sub(b.load(Relaxed)) as i64;
@@ -334,7 +328,7 @@ impl Heap {
     pub unsafe fn alloc_fast(h: *const Heap, class: usize) -> *mut u8 {
         // SAFETY: the owner reaches its own bin through the raw pointer;
         // an empty bin is not written.
-        unsafe { (*Heap::bin(h, class)).pop() }
+        unsafe { (*Heap::bins(h)).pop(class) }
     }
 
     /// The owner frees `p`, whose bin is full, straight onto slab `s`
@@ -356,18 +350,15 @@ impl Heap {
         }
     }
 
-    /// The bin of `class`, for the owner's fast paths.
+    /// The bins, for the owner's fast paths.
     ///
     /// # Safety
     /// As [`alloc_fast`](Self::alloc_fast): the pointer is only used by the
     /// owning thread, and never to write to the empty heap.
     #[inline(always)]
-    pub unsafe fn bin(h: *const Heap, class: usize) -> *mut Bin {
-        // SAFETY: forwarded contract; class is in range.
-        unsafe {
-            let local = (*h).local.get();
-            (*local).bins.as_mut_ptr().add(class)
-        }
+    pub unsafe fn bins(h: *const Heap) -> *mut Bins {
+        // SAFETY: forwarded contract.
+        unsafe { addr_of!((*(*h).local.get()).bins) as *mut Bins }
     }
 
     /// The owner's handle.

@@ -35,7 +35,7 @@ impl Owned<'_> {
     /// values).
     pub fn alloc(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
         // SAFETY: the bin is ours and holds free objects.
-        let p = unsafe { self.local.bins[class].pop() };
+        let p = unsafe { self.local.bins.pop(class) };
         if p.is_null() {
             self.alloc_slow(class, pages)
         } else {
@@ -56,7 +56,7 @@ impl Owned<'_> {
             return ptr::null_mut();
         }
         // SAFETY: refill put objects of ours on the bin.
-        unsafe { self.local.bins[class].pop() }
+        unsafe { self.local.bins.pop(class) }
     }
 
     /// Refills the empty bin of `class` with every free object of the
@@ -85,9 +85,7 @@ impl Owned<'_> {
                             &self.heap.small_taken,
                             u64::from(n) * u64::from(CLASS_SIZE[class]),
                         );
-                        let bin = &mut self.local.bins[class];
-                        bin.head = head;
-                        bin.set_count(n);
+                        self.local.bins.fill(class, head, n);
                         return true;
                     }
                 }
@@ -122,7 +120,7 @@ impl Owned<'_> {
     /// to their slabs.
     pub fn flush(&mut self, class: usize, keep: u32, pages: &Pages<'_>) {
         // SAFETY: the bin's list is well formed and ours.
-        let rest = unsafe { self.local.bins[class].split_after(keep) };
+        let rest = unsafe { self.local.bins.split_after(class, keep) };
         // SAFETY: the objects split off are free objects we now own.
         unsafe { self.give_back_all(rest, pages) };
     }
@@ -130,7 +128,7 @@ impl Owned<'_> {
     /// Gives every bin back to the slabs.
     pub fn flush_bins(&mut self, pages: &Pages<'_>) {
         for class in 0..NR_CLASSES {
-            if self.local.bins[class].count() > 0 {
+            if self.local.bins.count(class) > 0 {
                 self.flush(class, 0, pages);
             }
         }

@@ -220,8 +220,13 @@ pub unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
 /// `s` is a live slab.
 #[inline]
 pub unsafe fn object_size(s: *const Slab) -> usize {
-    // SAFETY: forwarded contract.
-    CLASS_SIZE[unsafe { (*s).class } as usize] as usize
+    // SAFETY: forwarded contract; a live slab's class is a class index
+    // (set by `set_class`), so the table read is in range.
+    unsafe {
+        let class = (*s).class as usize;
+        debug_assert!(class < CLASS_SIZE.len());
+        *CLASS_SIZE.get_unchecked(class) as usize
+    }
 }
 
 /// Sets up an empty slab of the same order again for another `class`: its
