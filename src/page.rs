@@ -51,8 +51,9 @@ pub enum PageKind {
     Slab = 5,
     /// Tail page of a slab; `head` points at the slab's head descriptor.
     SlabTail = 6,
-    /// Head of a freed large block parked in its thread heap's one-block
-    /// cache (see `slab/heap.rs`); not free, not allocated.
+    /// Unused since large blocks are cached on the pagesets' lists
+    /// (`PcpLarge`) instead of a thread heap's one-block cache; the value
+    /// stays reserved so no other kind reads as it.
     Cached = 7,
     /// Head of a huge block: the only block of a huge section (see
     /// `large/huge.rs`), handed out.
