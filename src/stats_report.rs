@@ -143,6 +143,9 @@ impl ThreadStats {
 pub struct ReclaimCounters {
     /// Reclaims run (each before a request would have failed).
     pub runs: u64,
+    /// Of those, reclaims that went to the last stage (everything cached,
+    /// everywhere): the earlier stages did not make the request fit.
+    pub full_runs: u64,
     /// Reclaims after which the retried request succeeded.
     pub retry_ok: u64,
     /// Slabs given back by heaps (the caller's, exited threads', parked).
@@ -509,6 +512,7 @@ impl Stats {
             "huge_cached_bytes" => self.huge.cached_bytes,
             "huge_cache_high" => self.huge.cache_high,
             "reclaim_runs" => self.reclaim.runs,
+            "reclaim_full_runs" => self.reclaim.full_runs,
             "reclaim_retry_ok" => self.reclaim.retry_ok,
             "reclaim_slabs" => self.reclaim.slabs,
             "reclaim_pcp_pages" => self.reclaim.pcp_pages,

@@ -443,6 +443,25 @@ impl HugeBlocks {
         self.release(budget, |_| true, false)
     }
 
+    /// Unmaps cached blocks until at least `want` bytes are unmapped (a
+    /// reclaim that needs room for one request). Returns the bytes
+    /// unmapped.
+    pub fn trim_some(&self, budget: &Budget, want: usize) -> usize {
+        let taken = core::cell::Cell::new(0usize);
+        self.release(
+            budget,
+            |e| {
+                if taken.get() >= want {
+                    return false;
+                }
+                // SAFETY: a cached block, read under the cache's lock.
+                taken.set(taken.get() + unsafe { (*e.block).len });
+                true
+            },
+            false,
+        )
+    }
+
     fn release(&self, budget: &Budget, old: impl Fn(&Entry) -> bool, decay: bool) -> usize {
         let mut out = [core::ptr::null_mut::<LargeBlock>(); CACHE_SLOTS];
         let mut nout = 0;

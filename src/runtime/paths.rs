@@ -55,7 +55,12 @@ fn refill(h: *mut Heap, class: usize) -> *mut u8 {
     unsafe {
         let pages = pages_of(&*h);
         collect_if_asked(h, &pages);
-        reclaim::or_reclaim(h, || (*h).owned().alloc_slow(class, &pages))
+        reclaim::or_reclaim(
+            h,
+            PAGE_SIZE << crate::slab::classes::SLAB_ORDER[class],
+            true,
+            || (*h).owned().alloc_slow(class, &pages),
+        )
     }
 }
 
@@ -271,10 +276,16 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         tick::on_slow_path();
         let h = current_heap();
-        let thp = PAGES
-            .zone
-            .thp_advice(PAGES.managed_bytes() + HUGE.bytes() + size);
-        return reclaim::or_reclaim(h, || HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp));
+        let thp = if reclaim::under_pressure() {
+            None
+        } else {
+            PAGES
+                .zone
+                .thp_advice(PAGES.managed_bytes() + HUGE.bytes() + size)
+        };
+        return reclaim::or_reclaim(h, size.saturating_add(align), false, || {
+            HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp)
+        });
     }
     if tls::exited() {
         return late::alloc_large(size, align, zero);
@@ -288,7 +299,9 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         tick::on_slow_path();
         let pages = pages_of(&*h);
         collect_if_asked(h, &pages);
-        let p = reclaim::or_reclaim(h, || large::alloc(&pages, size, align, zero));
+        let p = reclaim::or_reclaim(h, size.saturating_add(align), true, || {
+            large::alloc(&pages, size, align, zero)
+        });
         if !p.is_null() {
             let b = crate::section::desc_of(p as usize).cast::<LargeBlock>();
             (*h).note_large_allocated(large::usable_size(b));

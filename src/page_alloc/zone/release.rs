@@ -36,8 +36,19 @@ impl Zone {
     /// Returns idle, resident free memory to the OS; see the module docs.
     /// Returns the bytes released.
     pub fn release_idle(&self, idle_ticks: u32, keep_dirty: usize) -> usize {
+        self.release_free(idle_ticks, keep_dirty, usize::MAX)
+    }
+
+    /// As [`Zone::release_idle`], but stops once `want` bytes are released
+    /// (give or take the last block): a reclaim that needs room for one
+    /// request releases that much, not everything.
+    pub fn release_free(&self, idle_ticks: u32, keep_dirty: usize, want: usize) -> usize {
         let mut total = 0;
         for _ in 0..MAX_ROUNDS {
+            if total >= want {
+                break;
+            }
+            let mut batch_bytes = 0;
             let mut batch: [(*mut Page, u32, MigrateType); RELEASE_BATCH] =
                 [(core::ptr::null_mut(), 0, MigrateType::Movable); RELEASE_BATCH];
             let mut n = 0;
@@ -84,7 +95,8 @@ impl Zone {
                                 z.isolated += 1 << order;
                                 batch[n] = (p, order, MigrateType::from_index(mt));
                                 n += 1;
-                                if n == RELEASE_BATCH {
+                                batch_bytes += PAGE_SIZE << order;
+                                if n == RELEASE_BATCH || total + batch_bytes >= want {
                                     break 'orders;
                                 }
                             }
