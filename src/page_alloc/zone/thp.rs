@@ -43,18 +43,18 @@ impl Zone {
         ThpPolicy::from_u32(u32::from(self.thp.load(Relaxed)))
     }
 
-    /// How memory mapped outside the zone for a heap of `heap_bytes` in
-    /// all (a huge block, with itself) is advised: as the zone's blocks
-    /// under `never` and `always`; under `dense` for huge pages once the
-    /// zone is, or the heap has passed [`THP_DENSE_MIN_BYTES`]; `None`
-    /// leaves it to the system.
-    pub fn thp_advice(&self, heap_bytes: usize) -> Option<bool> {
+    /// How memory mapped outside the zone (a huge block) is advised: as
+    /// the zone's blocks — under `never` and `always` by the policy, under
+    /// `dense` for huge pages once the zone has them; `None` leaves it to
+    /// the system. A heap of huge blocks alone (buffers of 5-25 MiB, as
+    /// malloc-large's) does not turn them on: a big buffer is often
+    /// written once and streamed, and faulting it 2 MiB at a time made
+    /// malloc-large 1.15x slower.
+    pub fn thp_advice(&self) -> Option<bool> {
         match self.thp_policy() {
             ThpPolicy::Never => Some(false),
             ThpPolicy::Always => Some(true),
-            ThpPolicy::Dense => {
-                (self.thp_active() || heap_bytes >= THP_DENSE_MIN_BYTES).then_some(true)
-            }
+            ThpPolicy::Dense => self.thp_active().then_some(true),
         }
     }
 
@@ -121,7 +121,8 @@ impl ZoneGuard<'_> {
     }
 }
 
-/// Most pageblocks one tick collapses.
+/// Most pageblocks one tick collapses. A collapse copies 2 MiB and holds
+/// the process's mmap lock, stalling every thread's page faults meanwhile.
 const COLLAPSE_PER_TICK: usize = 32;
 /// A pageblock is collapsed when at least this share of it, in 1/512ths,
 /// is resident (khugepaged's max_ptes_none is 511: any; ours is stricter,
