@@ -279,7 +279,7 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         let thp = if reclaim::under_pressure() {
             None
         } else {
-            PAGES.zone.thp_advice()
+            PAGES.zone.thp_advice(size)
         };
         return reclaim::or_reclaim(h, size.saturating_add(align), false, || {
             HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp)

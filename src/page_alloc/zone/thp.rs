@@ -43,18 +43,19 @@ impl Zone {
         ThpPolicy::from_u32(u32::from(self.thp.load(Relaxed)))
     }
 
-    /// How memory mapped outside the zone (a huge block) is advised: as
-    /// the zone's blocks — under `never` and `always` by the policy, under
-    /// `dense` for huge pages once the zone has them; `None` leaves it to
-    /// the system. A heap of huge blocks alone (buffers of 5-25 MiB, as
-    /// malloc-large's) does not turn them on: a big buffer is often
-    /// written once and streamed, and faulting it 2 MiB at a time made
-    /// malloc-large 1.15x slower.
-    pub fn thp_advice(&self) -> Option<bool> {
+    /// How a huge block of `len` bytes (mapped outside the zone) is
+    /// advised: as the zone's blocks — under `never` and `always` by the
+    /// policy, under `dense` for huge pages once the zone has them, or when
+    /// the block alone passes [`THP_DENSE_MIN_BYTES`] (a big array or hash
+    /// table: dense on its own); `None` leaves it to the system. Buffers of
+    /// a few MiB (malloc-large's 5-25 MiB) in a small zone are not: a
+    /// buffer is often written once and streamed, and faulting it 2 MiB at
+    /// a time made malloc-large 1.15x slower.
+    pub fn thp_advice(&self, len: usize) -> Option<bool> {
         match self.thp_policy() {
             ThpPolicy::Never => Some(false),
             ThpPolicy::Always => Some(true),
-            ThpPolicy::Dense => self.thp_active().then_some(true),
+            ThpPolicy::Dense => (self.thp_active() || len >= THP_DENSE_MIN_BYTES).then_some(true),
         }
     }
 
