@@ -10,9 +10,11 @@
 //! 1. **Local** (a zone request only): the calling heap collects its remote
 //!    frees and gives back its empty slabs; every pageset is drained to the
 //!    zone (`drain_all_pages`), so free pages merge. No system call.
-//! 2. **What the request needs**: whole free MAX_ORDER blocks go offline —
-//!    as many as the request needs, and two more — giving their memory to
-//!    the OS and their bytes to the budget.
+//! 2. **What the request needs**, and two MAX_ORDER blocks more: cached
+//!    huge blocks are unmapped; if that is not enough, the pagesets are
+//!    drained so free pages merge, whole free MAX_ORDER blocks go offline,
+//!    and resident free memory is released with madvise, largest blocks
+//!    first, until that much went back to the OS — and so to the budget.
 //! 3. **Everything**: every owner is asked to collect its remote frees and
 //!    give back its empty slabs and cached blocks on its next slow path;
 //!    the heaps of exited threads are swept; every heap's parked slabs go
@@ -101,7 +103,8 @@ pub fn counters() -> ReclaimCounters {
 pub enum Stage {
     /// The calling heap and the pagesets: no system call.
     Local,
-    /// Whole free blocks offline, enough for `need` bytes.
+    /// Cached huge blocks, whole free blocks and resident free memory
+    /// back to the OS, until `need` bytes (and a margin) went back.
     Need(usize),
     /// Everything cached, everywhere.
     All,
