@@ -7,7 +7,8 @@
 //! freed block serves the next request of its class as it is, from a
 //! pageset's list (`pcp/large.rs`) without the zone.
 //!
-//! The index of a class is computed, not looked up: for `p` pages above 8,
+//! The index of a class is computed (its page count is a table of the
+//! same formula): for `p` pages above 8,
 //! with `l = ⌊log2(p − 1)⌋`, the class holds `m << (l − 2)` pages where
 //! `m = ((p − 1) >> (l − 2)) + 1` ∈ 5..=8, and its index is
 //! `8 + 4·(l − 3) + (m − 5)`; the waste is below a quarter of the block.
@@ -32,6 +33,12 @@ pub const fn class_of(pages: usize) -> usize {
 /// Pages of a block of class `class`.
 #[inline]
 pub const fn class_pages(class: usize) -> usize {
+    CLASS_PAGES[class] as usize
+}
+
+/// The pages of a class, computed ([`class_pages`] reads the table: the
+/// large-block paths ask it five to ten times per malloc and free).
+const fn compute_class_pages(class: usize) -> usize {
     if class < 8 {
         return class + 1;
     }
@@ -39,6 +46,17 @@ pub const fn class_pages(class: usize) -> usize {
     let m = (class - 8) % 4 + 5;
     m << (l - 2)
 }
+
+/// [`compute_class_pages`] for every class.
+static CLASS_PAGES: [u16; NR_LARGE_CLASSES] = {
+    let mut t = [0u16; NR_LARGE_CLASSES];
+    let mut c = 0;
+    while c < NR_LARGE_CLASSES {
+        t[c] = compute_class_pages(c) as u16;
+        c += 1;
+    }
+    t
+};
 
 const _: () = assert!(class_pages(NR_LARGE_CLASSES - 1) == MAX_ORDER_PAGES);
 const _: () = assert!(class_of(MAX_ORDER_PAGES) == NR_LARGE_CLASSES - 1);
