@@ -52,6 +52,7 @@ static CLASS_PAGES: [u16; NR_LARGE_CLASSES] = {
     let mut t = [0u16; NR_LARGE_CLASSES];
     let mut c = 0;
     while c < NR_LARGE_CLASSES {
+        assert!(compute_class_pages(c) <= u16::MAX as usize);
         t[c] = compute_class_pages(c) as u16;
         c += 1;
     }

@@ -276,12 +276,13 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         tick::on_slow_path();
         let h = current_heap();
-        let thp = if reclaim::under_pressure() {
-            None
-        } else {
-            PAGES.zone.thp_advice(size)
-        };
         return reclaim::or_reclaim(h, size.saturating_add(align), false, || {
+            // Asked at each try: the retry after a reclaim is not advised
+            // for huge pages (only a "yes" is dropped: never stays never).
+            let thp = PAGES
+                .zone
+                .thp_advice(size)
+                .filter(|&on| !on || !reclaim::under_pressure());
             HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp)
         });
     }

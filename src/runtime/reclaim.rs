@@ -10,11 +10,12 @@
 //! 1. **Local** (a zone request only): the calling heap collects its remote
 //!    frees and gives back its empty slabs; every pageset is drained to the
 //!    zone (`drain_all_pages`), so free pages merge. No system call.
-//! 2. **What the request needs**, and two MAX_ORDER blocks more: cached
-//!    huge blocks are unmapped; if that is not enough, the pagesets are
-//!    drained so free pages merge, whole free MAX_ORDER blocks go offline,
-//!    and resident free memory is released with madvise, largest blocks
-//!    first, until that much went back to the OS — and so to the budget.
+//! 2. **What the request needs**, and two MAX_ORDER blocks more, counted
+//!    as what the budget gets back: cached huge blocks are unmapped; if
+//!    that is not enough, the pagesets are drained so free pages merge,
+//!    whole free MAX_ORDER blocks go offline, and resident free memory is
+//!    released with madvise, largest blocks first. Skipped for a request
+//!    larger than the limit itself.
 //! 3. **Everything**: every owner is asked to collect its remote frees and
 //!    give back its empty slabs and cached blocks on its next slow path;
 //!    the heaps of exited threads are swept; every heap's parked slabs go
@@ -120,25 +121,37 @@ pub fn reclaim(h: *mut Heap, stage: Stage) {
             c.pcp_pages.fetch_add(PAGES.drain_all() as u64, Relaxed);
         }
         Stage::Need(need) => {
-            // Room for the request and a margin of two whole blocks: cached
+            // Room for the request and a margin of two whole blocks, counted
+            // as what the budget got back (an offline block that was
+            // already released gives back only its descriptors): cached
             // huge blocks are unmapped; then free pages merge (pagesets
             // drained), whole free blocks go offline, and resident free
-            // memory is released, largest first.
-            let mut want = need.saturating_add(2 * MAX_ORDER_BYTES);
-            let unmapped = HUGE.trim_some(&PAGES.zone.budget, want);
-            c.huge_bytes.fetch_add(unmapped as u64, Relaxed);
-            if unmapped >= want {
+            // memory is released, largest first — each step only while
+            // the budget has not got enough back.
+            let budget = &PAGES.zone.budget;
+            let want = need.saturating_add(2 * MAX_ORDER_BYTES);
+            let start = budget.used();
+            let short = || want.saturating_sub(start.saturating_sub(budget.used()));
+            c.huge_bytes
+                .fetch_add(HUGE.trim_some(budget, want) as u64, Relaxed);
+            if short() == 0 {
                 return;
             }
-            want -= unmapped;
             c.pcp_pages.fetch_add(PAGES.drain_all() as u64, Relaxed);
-            let offline = PAGES
-                .zone
-                .shrink(Shrink::All, want.div_ceil(MAX_ORDER_BYTES));
-            c.offline_bytes.fetch_add(offline as u64, Relaxed);
-            if offline < want {
-                let released = PAGES.zone.release_free(0, 0, want - offline);
+            while short() > 0 {
+                let blocks = short().div_ceil(MAX_ORDER_BYTES);
+                let offline = PAGES.zone.shrink(Shrink::All, blocks);
+                c.offline_bytes.fetch_add(offline as u64, Relaxed);
+                if offline == 0 {
+                    break;
+                }
+            }
+            while short() > 0 {
+                let released = PAGES.zone.release_free(0, 0, short());
                 c.released_bytes.fetch_add(released as u64, Relaxed);
+                if released == 0 {
+                    break;
+                }
             }
         }
         Stage::All => {
@@ -203,7 +216,13 @@ fn reclaim_and_retry(
     COUNTERS.runs.fetch_add(1, Relaxed);
     RECLAIMED_AT.store(PAGES.zone.epoch().wrapping_add(1), Relaxed);
     let stages = [Stage::Local, Stage::Need(need), Stage::All];
+    // A request past the limit itself can never fit: no use giving back
+    // for it twice.
+    let hopeless = need > PAGES.zone.budget.limit();
     for stage in stages.into_iter().skip(usize::from(!zone)) {
+        if hopeless && matches!(stage, Stage::Need(_)) {
+            continue;
+        }
         reclaim(h, stage);
         let p = alloc();
         if !p.is_null() {

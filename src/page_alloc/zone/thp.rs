@@ -9,8 +9,10 @@
 //! - `never`: `MADV_NOHUGEPAGE` on every block, so the heap stays in 4 KiB
 //!   pages even where the system would give huge ones;
 //! - `always`: `MADV_HUGEPAGE` on every block as it goes online;
-//! - `dense`: nothing until the heap has grown past [`THP_DENSE_MIN_BYTES`],
-//!   then `MADV_HUGEPAGE` on every block. A huge page is worth it where its
+//! - `dense`: nothing until the zone has grown past [`THP_DENSE_MIN_BYTES`],
+//!   then `MADV_HUGEPAGE` on every block. A huge block (outside the zone)
+//!   is advised once the zone is, or when it is that big on its own; one
+//!   mapped within a tick of a reclaim is not (`runtime/reclaim.rs`). A huge page is worth it where its
 //!   2 MiB are mostly in use; in a small heap they are not (a first touch
 //!   faults in the whole 2 MiB), which is what makes a small program's RSS
 //!   double under an allocator that asks for huge pages everywhere.
