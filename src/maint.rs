@@ -16,7 +16,7 @@
 use crate::large::huge::HugeBlocks;
 use crate::page_alloc::pcp::Pageset;
 use crate::page_alloc::zone::watermark::WMARK_HIGH;
-use crate::page_alloc::zone::{Shrink, ThpPolicy};
+use crate::page_alloc::zone::Shrink;
 use crate::page_alloc::PageAllocator;
 use crate::slab::HeapRegistry;
 
@@ -62,9 +62,6 @@ pub fn tick(
     if work.release_memory {
         if work.collapse {
             zone.collapse_some();
-            if zone.thp_active() && zone.thp_policy() == ThpPolicy::Dense {
-                huge.thp_sweep();
-            }
         }
         unmapped
             + zone.release_idle(1, zone.wmark(WMARK_HIGH))

@@ -32,7 +32,7 @@
 //! Every huge block is also on one list (under the cache lock), so the
 //! stats can ask the OS how much of them is resident.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_META_BYTES, SECTION_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
@@ -135,9 +135,6 @@ pub struct HugeBlocks {
     bytes: AtomicUsize,
     allocs: AtomicU64,
     hits: AtomicU64,
-    /// Blocks mapped before huge pages were asked for have been advised
-    /// (see [`HugeBlocks::thp_sweep`]).
-    thp_swept: AtomicBool,
     state: Locked<State>,
 }
 
@@ -162,11 +159,6 @@ pub struct HugeUsage {
     /// The cache's auto-tuned limit in bytes.
     pub cache_high: usize,
 }
-
-/// Most blocks [`HugeBlocks::thp_sweep`] collapses.
-const THP_SWEEP_BLOCKS: usize = 16;
-/// A transparent huge page (a pageblock).
-const THP_BYTES: usize = crate::geometry::PAGEBLOCK_NR_PAGES * PAGE_SIZE;
 
 /// Where a huge block aligned to `align` starts in its section, or `None`
 /// for an alignment a section cannot give (a giant block).
@@ -212,7 +204,6 @@ impl HugeBlocks {
             bytes: AtomicUsize::new(0),
             allocs: AtomicU64::new(0),
             hits: AtomicU64::new(0),
-            thp_swept: AtomicBool::new(false),
             state: Locked::new(State {
                 entries: [Entry {
                     block: core::ptr::null_mut(),
@@ -618,50 +609,6 @@ impl HugeBlocks {
             b = unsafe { (*b).next };
         }
         pages * PAGE_SIZE
-    }
-
-    /// Once huge pages are asked for the heap (`PCPALLOC_THP=dense`, past
-    /// its threshold): advises the blocks mapped before for huge pages too,
-    /// and collapses the mostly resident ones (MADV_COLLAPSE), as the zone's
-    /// tick does for its pageblocks. Runs once; returns the bytes collapsed.
-    pub fn thp_sweep(&self) -> usize {
-        if self.thp_swept.swap(true, Relaxed) {
-            return 0;
-        }
-        let mut todo = [(0usize, 0usize); THP_SWEEP_BLOCKS];
-        let mut n = 0;
-        {
-            let c = self.state.lock();
-            let mut b = c.all;
-            while !b.is_null() {
-                let a = block_addr(b);
-                // SAFETY: listed blocks are ours and mapped; read under
-                // the lock.
-                let len = unsafe { (*b).len };
-                sys::advise_huge(a as *mut u8, len, true);
-                if n < THP_SWEEP_BLOCKS {
-                    todo[n] = (a, len);
-                    n += 1;
-                }
-                // SAFETY: as above.
-                b = unsafe { (*b).next };
-            }
-        }
-        // Outside the lock (a collapse copies): a block freed meanwhile is
-        // unmapped and the call fails, harmlessly.
-        let mut done = 0;
-        for &(a, len) in &todo[..n] {
-            let first = a.next_multiple_of(THP_BYTES);
-            let end = (a + len) & !(THP_BYTES - 1);
-            if end <= first {
-                continue;
-            }
-            let resident = sys::resident_pages(first as *const u8, end - first) * PAGE_SIZE;
-            if resident * 8 >= (end - first) * 7 && sys::collapse(first as *mut u8, end - first) {
-                done += end - first;
-            }
-        }
-        done
     }
 
     /// The counters.

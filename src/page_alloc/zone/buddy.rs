@@ -98,6 +98,10 @@ pub struct ZoneInner {
     pub epoch: u32,
     /// The section that still has uncommitted blocks, or null.
     pub grow_section: *mut SectionHeader,
+    /// Under THP `dense` once on: a pageblock claimed for small objects
+    /// (unmovable or reclaimable) is advised for a huge page as it is
+    /// claimed (`thp.rs`).
+    pub thp_claims: bool,
     /// Event counters.
     pub c: ZoneCounters,
 }
@@ -119,6 +123,7 @@ impl ZoneInner {
             charged: 0,
             epoch: 0,
             grow_section: core::ptr::null_mut(),
+            thp_claims: false,
             c: ZoneCounters {
                 pgalloc: 0,
                 pgfree: 0,

@@ -141,7 +141,9 @@ impl ZoneInner {
         if order >= PAGEBLOCK_ORDER {
             let pbs = 1usize << (order - PAGEBLOCK_ORDER);
             for i in 0..pbs {
-                section::set_pageblock_mt(addr + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE, start);
+                let pb = addr + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE;
+                section::set_pageblock_mt(pb, start);
+                self.thp_claimed(pb, start);
             }
             return Steal::Claimed;
         }
@@ -154,6 +156,7 @@ impl ZoneInner {
         let pages = self.move_freepages_block(addr, start);
         if pages >= PAGEBLOCK_NR_PAGES / 2 {
             section::set_pageblock_mt(addr, start);
+            self.thp_claimed(addr & !(PAGEBLOCK_NR_PAGES * PAGE_SIZE - 1), start);
             Steal::Claimed
         } else {
             Steal::Pages
