@@ -46,8 +46,6 @@ use crate::sys;
 const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"
 /// Pageblocks per section.
 pub const PAGEBLOCKS_PER_SECTION: usize = SECTION_SIZE >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
-/// Pageblocks in a MAX_ORDER block.
-const PAGEBLOCKS_PER_BLOCK: usize = MAX_ORDER_BYTES >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
 /// Words of a bitmap with a bit per pageblock of a section.
 const COLLAPSE_WORDS: usize = PAGEBLOCKS_PER_SECTION.div_ceil(64);
 
@@ -94,119 +92,6 @@ pub struct SectionHeader {
 const _: () = assert!(
     core::mem::size_of::<SectionHeader>() <= (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE
 );
-
-/// Marks the pageblocks of the blocks in `online` as candidates for
-/// collapsing into huge pages (see `zone/thp.rs`).
-///
-/// # Safety
-/// `h` is a live zone section header whose zone lock is held.
-pub unsafe fn mark_collapse_candidates(h: *mut SectionHeader, online: u64) {
-    let mut bits = online & BLOCK_BITS;
-    while bits != 0 {
-        let b = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        for pb in b * PAGEBLOCKS_PER_BLOCK..(b + 1) * PAGEBLOCKS_PER_BLOCK {
-            // SAFETY: forwarded contract.
-            unsafe { (*h).collapse_pending[pb / 64] |= 1 << (pb % 64) };
-        }
-    }
-}
-
-/// Takes the next pageblock to consider for a collapse — the address of a
-/// marked pageblock whose block is still online — or `None` when none is
-/// left.
-///
-/// # Safety
-/// As [`mark_collapse_candidates`].
-pub unsafe fn take_collapse_candidate(h: *mut SectionHeader) -> Option<usize> {
-    // SAFETY: forwarded contract.
-    unsafe {
-        let online = (*h).online.load(Ordering::Relaxed);
-        for w in 0..(*h).collapse_pending.len() {
-            while (*h).collapse_pending[w] != 0 {
-                let pb = w * 64 + (*h).collapse_pending[w].trailing_zeros() as usize;
-                (*h).collapse_pending[w] &= !(1 << (pb % 64));
-                if online & (1 << (pb / PAGEBLOCKS_PER_BLOCK)) != 0 {
-                    return Some(h as usize + pb * (MAX_ORDER_BYTES / PAGEBLOCKS_PER_BLOCK));
-                }
-            }
-        }
-        None
-    }
-}
-
-/// Counts the pages of `[addr, addr + pages)` (inside one section) whose
-/// charged bit is not set, and sets them if `set`, or counts those set and
-/// clears them if not. Returns the count.
-///
-/// # Safety
-/// The range lies in online blocks of a zone section whose lock is held.
-pub unsafe fn flip_charged(addr: usize, pages: usize, set: bool) -> usize {
-    let h = header_of(addr);
-    let first = (addr - section_base(addr)) >> PAGE_SHIFT;
-    let mut n = 0;
-    let mut i = first;
-    let end = first + pages;
-    while i < end {
-        let bit = i % 64;
-        let take = (64 - bit).min(end - i);
-        let mask = if take == 64 {
-            !0u64
-        } else {
-            ((1u64 << take) - 1) << bit
-        };
-        // SAFETY: h is a live zone section's header, guarded by the zone
-        // lock the caller holds.
-        let w = unsafe { &mut (*h).charged[i / 64] };
-        if set {
-            n += (!*w & mask).count_ones() as usize;
-            *w |= mask;
-        } else {
-            n += (*w & mask).count_ones() as usize;
-            *w &= !mask;
-        }
-        i += take;
-    }
-    n
-}
-
-/// Charged pages in `[addr, addr + pages)`, a word at a time.
-///
-/// # Safety
-/// As [`flip_charged`].
-pub unsafe fn count_charged_fast(addr: usize, pages: usize) -> usize {
-    let h = header_of(addr);
-    let first = (addr - section_base(addr)) >> PAGE_SHIFT;
-    let mut n = 0;
-    let mut i = first;
-    let end = first + pages;
-    while i < end {
-        let bit = i % 64;
-        let take = (64 - bit).min(end - i);
-        let mask = if take == 64 {
-            !0u64
-        } else {
-            ((1u64 << take) - 1) << bit
-        };
-        // SAFETY: forwarded contract.
-        n += (unsafe { (*h).charged[i / 64] } & mask).count_ones() as usize;
-        i += take;
-    }
-    n
-}
-
-/// Charged pages in `[addr, addr + pages)` (invariant checks).
-///
-/// # Safety
-/// As [`flip_charged`].
-pub unsafe fn count_charged(addr: usize, pages: usize) -> usize {
-    let h = header_of(addr);
-    let first = (addr - section_base(addr)) >> PAGE_SHIFT;
-    (first..first + pages)
-        // SAFETY: forwarded contract.
-        .filter(|&i| unsafe { (*h).charged[i / 64] } & (1 << (i % 64)) != 0)
-        .count()
-}
 
 /// One byte per MAX_ORDER block of the address space.
 static CHUNK_MAP: [AtomicU8; NR_CHUNK_SLOTS] = [const { AtomicU8::new(0) }; NR_CHUNK_SLOTS];
@@ -752,22 +637,5 @@ mod tests {
         // SAFETY: nothing else uses this test section.
         unsafe { destroy(h) };
         assert!(!is_ours(b2 + 12345));
-    }
-
-    #[test]
-    fn charged_bits_count_and_flip() {
-        let h = create(0xbeef).expect("reserve a section");
-        let a = h as usize + MAX_ORDER_BYTES + 3 * crate::geometry::PAGE_SIZE;
-        // SAFETY: a test section nobody else uses.
-        unsafe {
-            assert_eq!(flip_charged(a, 100, true), 100);
-            assert_eq!(flip_charged(a + 4096 * 50, 100, true), 50);
-            assert_eq!(count_charged(a, 200), 150);
-            assert_eq!(count_charged_fast(a, 200), 150);
-            assert_eq!(count_charged_fast(a + 4096, 64), 64);
-            assert_eq!(flip_charged(a + 4096 * 10, 20, false), 20);
-            assert_eq!(count_charged_fast(a, 150), 130);
-            destroy(h);
-        }
     }
 }

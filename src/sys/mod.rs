@@ -3,8 +3,9 @@
 //! Every function here is callable from inside `malloc`: none allocates,
 //! none takes a lock of ours, none panics, and none changes errno (each
 //! restores it), so a successful `malloc` leaves errno as it found it. Failures come back as `None` or
-//! `false`; the caller decides what a failure means. The Linux backend in
-//! [`linux`] is the only file that calls libc for memory and files.
+//! `false`; the caller decides what a failure means. The Linux backend —
+//! [`linux`] for memory, clocks and the environment, [`machine`] for what
+//! the machine is — is the only code that calls libc for memory and files.
 //!
 //! Preconditions shared by the memory calls: addresses and lengths are
 //! multiples of the page size, and ranges passed back were obtained from
@@ -12,13 +13,16 @@
 
 mod inject;
 mod linux;
+mod machine;
 
 pub use inject::inject_map_failures;
 
 pub use linux::{
-    advise_huge, cgroup_limit_bytes, coarse_now_ns, collapse, commit, current_cpu, decommit, errno,
-    for_each_env, getenv, huge_page_bytes, llc_slice_bytes, map, map_fixed, mem_total_bytes,
-    move_pages, now_ns, nr_cpus_online, nr_cpus_possible, page_size, program_name, release,
-    reserve, resident_pages, resize_in_place, secure_mode, set_errno, unmap, write_fd,
-    write_stderr, yield_now,
+    advise_huge, coarse_now_ns, collapse, commit, current_cpu, decommit, errno, for_each_env,
+    getenv, map, map_fixed, move_pages, now_ns, page_size, release, reserve, resident_pages,
+    resize_in_place, secure_mode, set_errno, unmap, write_fd, write_stderr, yield_now,
+};
+pub use machine::{
+    cgroup_limit_bytes, huge_page_bytes, llc_slice_bytes, mem_total_bytes, nr_cpus_online,
+    nr_cpus_possible, program_name,
 };

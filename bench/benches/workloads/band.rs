@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use crate::preload::{allocators, build_lib, compile, instructions_per_1000};
+use crate::preload::{allocators, build_lib, callgrind_counts, compile, field};
 use crate::{progress, Opts};
 use pcpalloc_bench::runs::Runs;
 use pcpalloc_bench::table::{mib, Table};
@@ -36,11 +36,7 @@ fn run(bin: &Path, args: &[String], preload: Option<&Path>) -> Option<Sample> {
         return None;
     }
     let out = String::from_utf8_lossy(&o.stdout);
-    let field = |name: &str| -> Option<f64> {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let field = |name: &str| field(&out, name);
     Some(Sample {
         mops: field("mops ")?,
         peak: field("peak_kib ")? * 1024.0,
@@ -159,61 +155,10 @@ fn allocator_ir_per_op(
         c.env("LD_PRELOAD", p);
     }
     let ok = c.output().is_ok_and(|o| o.status.success());
-    let per_1000 = ok
-        .then(|| instructions_per_1000(&profile.to_string_lossy(), bin, preload))
+    let counts = ok
+        .then(|| callgrind_counts(&profile.to_string_lossy(), bin, preload))
         .flatten();
-    let prog = ok.then(|| program_instructions(&profile, bin)).flatten();
     let _ = std::fs::remove_file(&profile);
-    Some(per_1000? * prog? / 1000.0 / ops as f64)
-}
-
-/// The program's own instructions in a callgrind profile.
-fn program_instructions(profile: &Path, bin: &Path) -> Option<f64> {
-    // instructions_per_1000 gives allocator/program; with a fake library
-    // path that matches nothing the allocator count is 0, so read the
-    // program's count directly instead.
-    let text = std::fs::read_to_string(profile).ok()?;
-    let real = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| p.into());
-    let prog = real(&bin.to_string_lossy());
-    let mut names: HashMap<String, String> = HashMap::new();
-    let mut ob = String::new();
-    let mut skip = false;
-    let mut ir = 0u64;
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("ob=") {
-            ob = if let Some(rest) = v.strip_prefix('(') {
-                let (id, name) = rest.split_once(')').unwrap_or((rest, ""));
-                let name = name.trim();
-                if !name.is_empty() {
-                    names.insert(id.to_string(), name.to_string());
-                }
-                names.get(id).cloned().unwrap_or_default()
-            } else {
-                v.to_string()
-            };
-        } else if let Some(v) = line.strip_prefix("cob=") {
-            if let Some(rest) = v.strip_prefix('(') {
-                let (id, name) = rest.split_once(')').unwrap_or((rest, ""));
-                let name = name.trim();
-                if !name.is_empty() {
-                    names.insert(id.to_string(), name.to_string());
-                }
-            }
-        } else if line.starts_with("calls=") {
-            skip = true;
-        } else if line.starts_with(|c: char| c.is_ascii_digit() || "+-*".contains(c)) {
-            if skip {
-                skip = false;
-                continue;
-            }
-            if real(&ob) == prog {
-                ir += line
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-        }
-    }
-    (ir > 0).then_some(ir as f64)
+    let (_, alloc_ir) = counts?;
+    Some(alloc_ir as f64 / ops as f64)
 }

@@ -191,6 +191,14 @@ pub(crate) fn allocators(lib: PathBuf, opts: &Opts) -> Vec<(&'static str, Option
 /// Runs `bin args` with `preload`; returns (seconds, peak bytes). The
 /// program reports its own VmHWM (ru_maxrss of a child of a large process
 /// would report the parent's size).
+/// The number on the line of a program's output that starts with `name`
+/// (`"peak_kib "`, `"rtime "`).
+pub(crate) fn field(out: &str, name: &str) -> Option<f64> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 fn run(bin: &Path, args: &[&str], preload: Option<&Path>, timed: Timed) -> Option<(f64, f64)> {
     let mut c = Command::new(bin);
     c.args(args);
@@ -201,11 +209,7 @@ fn run(bin: &Path, args: &[&str], preload: Option<&Path>, timed: Timed) -> Optio
     let o = c.output().ok()?;
     let wall = t0.elapsed().as_secs_f64();
     let out = String::from_utf8_lossy(&o.stdout);
-    let field = |name: &str| -> Option<f64> {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let field = |name: &str| field(&out, name);
     let kib = field("peak_kib ")?;
     let secs = match timed {
         Timed::Wall => wall,
@@ -370,14 +374,26 @@ pub fn section(opts: &Opts, out: &Path) -> String {
 }
 
 /// Allocator instructions per 1000 instructions of the program's own code,
-/// from a callgrind profile: the program's functions are those of its own
-/// binary; the allocator's, those of the preloaded library (or, for the
-/// system malloc, libc's malloc family).
+/// from a callgrind profile (see [`callgrind_counts`]).
 pub(crate) fn instructions_per_1000(
     profile: &str,
     program: &Path,
     lib: Option<&Path>,
 ) -> Option<f64> {
+    let (prog_ir, alloc_ir) = callgrind_counts(profile, program, lib)?;
+    Some(alloc_ir as f64 * 1000.0 / prog_ir as f64)
+}
+
+/// The instructions of the program's own code and of the allocator in a
+/// callgrind profile: the program's functions are those of its own binary;
+/// the allocator's, those of the preloaded library (or, for the system
+/// malloc, libc's malloc family). `None` if the profile cannot be read or
+/// shows no instruction of the program.
+pub(crate) fn callgrind_counts(
+    profile: &str,
+    program: &Path,
+    lib: Option<&Path>,
+) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(profile).ok()?;
     let real = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
     let prog = real(&program.to_string_lossy());
@@ -447,7 +463,7 @@ pub(crate) fn instructions_per_1000(
             }
         }
     }
-    (prog_ir > 0).then(|| alloc_ir as f64 * 1000.0 / prog_ir as f64)
+    (prog_ir > 0).then_some((prog_ir, alloc_ir))
 }
 
 /// The `instructions` section: callgrind on the small-object programs.

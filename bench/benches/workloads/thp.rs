@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::preload::{allocators, build_lib, compile};
+use crate::preload::{allocators, build_lib, compile, field};
 use crate::{progress, Opts};
 use pcpalloc_bench::runs::Runs;
 use pcpalloc_bench::table::{mib, Table};
@@ -52,11 +52,7 @@ fn chase(bin: &Path, args: &[String], who: &Contender) -> Option<Sample> {
         return None;
     }
     let out = String::from_utf8_lossy(&o.stdout);
-    let field = |name: &str| -> Option<f64> {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let field = |name: &str| field(&out, name);
     Some(Sample {
         ns_per_hop: field("ns_per_hop ")?,
         huge_share: field("huge_share_end ")?,

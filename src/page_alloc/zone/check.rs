@@ -68,7 +68,7 @@ impl Zone {
                         if (*p).flags & flags::CLEAN != 0 {
                             clean += 1 << o;
                             assert_eq!(
-                                section::count_charged(a, 1 << o),
+                                super::charge::count_charged(a, 1 << o),
                                 0,
                                 "a clean free block has charged pages"
                             );
@@ -104,7 +104,7 @@ impl Zone {
                 let end = start + MAX_ORDER_BYTES;
                 managed += MAX_ORDER_PAGES;
                 // SAFETY: an online block of this zone; lock held.
-                charged += unsafe { section::count_charged(start, MAX_ORDER_PAGES) };
+                charged += unsafe { super::charge::count_charged(start, MAX_ORDER_PAGES) };
                 assert!(
                     carry == 0 || (carry > start && carry <= end),
                     "a block runs past its MAX_ORDER block into one that is not online"

@@ -18,7 +18,7 @@
 
 use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{flags, MigrateType, Page, PageKind, MIGRATE_TYPES};
-use crate::section::{self, page_addr};
+use crate::section::page_addr;
 use crate::sys;
 
 use super::Zone;
@@ -77,8 +77,9 @@ impl Zone {
                             // walk past them cheaply to the resident ones.
                             // SAFETY: a free block of ours; lock held.
                             let resident = fl & flags::CLEAN == 0
-                                && unsafe { section::count_charged_fast(page_addr(p), 1 << order) }
-                                    > 0;
+                                && unsafe {
+                                    super::charge::count_charged(page_addr(p), 1 << order)
+                                } > 0;
                             if !resident {
                                 skipped += 1;
                                 p = prev;

@@ -31,7 +31,7 @@ use crate::geometry::{MAX_ORDER_BYTES, PAGEBLOCK_NR_PAGES, PAGE_SHIFT};
 
 /// A pageblock's bytes: one huge page.
 const PAGEBLOCK_BYTES: usize = PAGEBLOCK_NR_PAGES << PAGE_SHIFT;
-use crate::section;
+use crate::section::{self, SectionHeader};
 use crate::sys;
 
 use crate::page::MigrateType;
@@ -139,18 +139,20 @@ impl ZoneGuard<'_> {
             for a in section::online_block_addrs(h as usize, bits) {
                 if !dense {
                     sys::advise_huge(a as *mut u8, MAX_ORDER_BYTES, true);
-                    continue;
                 }
                 for pb in (a..a + MAX_ORDER_BYTES).step_by(PAGEBLOCK_BYTES) {
-                    if section::pageblock_mt(pb) != MigrateType::Movable {
+                    if dense {
+                        if section::pageblock_mt(pb) == MigrateType::Movable {
+                            continue;
+                        }
                         sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, true);
                     }
+                    // What was faulted in before is 4 KiB pages: the tick
+                    // collapses it where it is dense (`collapse_some`).
+                    // SAFETY: as above.
+                    unsafe { mark_collapse_candidate(h, pb) };
                 }
             }
-            // What was faulted in before is 4 KiB pages: the tick
-            // collapses it where it is dense (`collapse_some`).
-            // SAFETY: as above.
-            unsafe { section::mark_collapse_candidates(h, bits) };
         });
     }
 }
@@ -179,7 +181,7 @@ impl Zone {
             section::for_each(self.tag(), |h| {
                 while n < COLLAPSE_PER_TICK {
                     // SAFETY: h is a live header of this zone; lock held.
-                    let Some(pb) = (unsafe { section::take_collapse_candidate(h) }) else {
+                    let Some(pb) = (unsafe { take_collapse_candidate(h) }) else {
                         break;
                     };
                     todo[n] = pb;
@@ -206,5 +208,46 @@ impl Zone {
     /// Pageblocks collapsed into huge pages so far.
     pub fn thp_collapsed(&self) -> usize {
         self.thp_collapsed.load(Relaxed)
+    }
+}
+
+/// The index of pageblock `pb` in section `h` (whose header is at the
+/// section's base).
+fn pageblock_index(h: *mut SectionHeader, pb: usize) -> usize {
+    (pb - h as usize) / PAGEBLOCK_BYTES
+}
+
+/// Marks pageblock `pb` of section `h` as a candidate for collapsing into
+/// a huge page.
+///
+/// # Safety
+/// `h` is a live zone section header whose zone lock is held, `pb` one of
+/// its pageblocks.
+unsafe fn mark_collapse_candidate(h: *mut SectionHeader, pb: usize) {
+    let i = pageblock_index(h, pb);
+    // SAFETY: forwarded contract.
+    unsafe { (*h).collapse_pending[i / 64] |= 1 << (i % 64) };
+}
+
+/// Takes the next pageblock to consider for a collapse — the address of a
+/// marked pageblock whose block is still online — or `None` when none is
+/// left.
+///
+/// # Safety
+/// `h` is a live zone section header whose zone lock is held.
+unsafe fn take_collapse_candidate(h: *mut SectionHeader) -> Option<usize> {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let online = (*h).online.load(Relaxed);
+        for w in 0..(*h).collapse_pending.len() {
+            while (*h).collapse_pending[w] != 0 {
+                let i = w * 64 + (*h).collapse_pending[w].trailing_zeros() as usize;
+                (*h).collapse_pending[w] &= !(1 << (i % 64));
+                if online & (1 << (i * PAGEBLOCK_BYTES / MAX_ORDER_BYTES)) != 0 {
+                    return Some(h as usize + i * PAGEBLOCK_BYTES);
+                }
+            }
+        }
+        None
     }
 }
