@@ -215,19 +215,7 @@ impl Zone {
         mt: MigrateType,
         list: &mut PageList,
     ) -> usize {
-        let mut g = self.lock();
-        let mut n = 0;
-        while n < count {
-            let p = g.rmqueue_exact(npages, 0, mt);
-            if p.is_null() {
-                break;
-            }
-            // SAFETY: p is a block we now own; it joins the caller's list.
-            unsafe { list.push_back(p) };
-            n += 1;
-        }
-        g.inner.c.bulk_max = g.inner.c.bulk_max.max((n * npages) as u64);
-        n
+        self.take_bulk(count, npages, list, |g| g.rmqueue_exact(npages, 0, mt))
     }
 
     /// Frees the exact block `[page_addr(head), + npages)` to the buddy

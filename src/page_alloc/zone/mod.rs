@@ -338,23 +338,41 @@ impl Zone {
         mt: MigrateType,
         list: &mut PageList,
     ) -> usize {
+        self.take_bulk(count, 1 << order, list, |g| {
+            let p = g.rmqueue(order, mt);
+            if !p.is_null() {
+                // SAFETY: p is a block we now own.
+                unsafe {
+                    (*p).set_kind(PageKind::Pcp);
+                    (*p).migratetype = mt as u8;
+                }
+            }
+            p
+        })
+    }
+
+    /// Takes up to `count` blocks of `pages` pages each with `take` in one
+    /// lock hold and appends them to `list`; records the largest bulk.
+    /// Returns how many it got.
+    pub(super) fn take_bulk(
+        &self,
+        count: usize,
+        pages: usize,
+        list: &mut PageList,
+        mut take: impl FnMut(&mut ZoneGuard<'_>) -> *mut Page,
+    ) -> usize {
         let mut g = self.lock();
         let mut n = 0;
         while n < count {
-            let p = g.rmqueue(order, mt);
+            let p = take(&mut g);
             if p.is_null() {
                 break;
             }
             // SAFETY: p is a block we now own; it joins the caller's list.
-            unsafe {
-                (*p).set_kind(PageKind::Pcp);
-                (*p).migratetype = mt as u8;
-                list.push_back(p);
-            }
+            unsafe { list.push_back(p) };
             n += 1;
         }
-        let pages = (n as u64) << order;
-        g.inner.c.bulk_max = g.inner.c.bulk_max.max(pages);
+        g.inner.c.bulk_max = g.inner.c.bulk_max.max((n * pages) as u64);
         n
     }
 
