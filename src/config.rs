@@ -102,6 +102,17 @@ pub enum HugePages {
     Dense,
 }
 
+/// How small objects' slabs are grouped in pageblocks
+/// (`PCPALLOC_GROUPING`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Grouping {
+    /// By lifetime: a size class whose slabs keep coming back empty takes
+    /// reclaimable pageblocks, the rest unmovable ones (the default).
+    Lifetime,
+    /// By mobility alone: every slab unmovable, as the kernel's slabs.
+    Mobility,
+}
+
 /// What the report at exit looks like (`PCPALLOC_STATS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StatsAtExit {
@@ -272,6 +283,15 @@ impl Config {
             HugePages::Dense => "dense",
         };
         set!(self, "PCPALLOC_THP", ConfigValue::Text(v))
+    }
+
+    /// `PCPALLOC_GROUPING`: how small objects' slabs are grouped.
+    pub const fn grouping(mut self, g: Grouping) -> Config {
+        let v = match g {
+            Grouping::Lifetime => "lifetime",
+            Grouping::Mobility => "mobility",
+        };
+        set!(self, "PCPALLOC_GROUPING", ConfigValue::Text(v))
     }
 
     /// The settings, for the runtime: each value through its setting's

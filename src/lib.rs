@@ -94,7 +94,7 @@ mod trace;
 mod util;
 
 pub use config::{
-    Config, FreeCount, FreeHighThreshold, Heuristics, HugePages, PageStealing, Pagesets,
+    Config, FreeCount, FreeHighThreshold, Grouping, Heuristics, HugePages, PageStealing, Pagesets,
     StatsAtExit,
 };
 pub use global::PcpAlloc;

@@ -185,6 +185,9 @@ pub struct Stats {
     pub slabs_created: u64,
     /// Slabs given back to the page allocator.
     pub slabs_retired: u64,
+    /// Slabs created in reclaimable pageblocks (classes found
+    /// short-lived).
+    pub slabs_short_lived: u64,
     /// Objects freed by other threads and collected by their owner.
     pub remote_frees: u64,
     /// Huge blocks.
@@ -236,6 +239,7 @@ impl Stats {
             heaps: [0; 3],
             slabs_created: 0,
             slabs_retired: 0,
+            slabs_short_lived: 0,
             remote_frees: 0,
             huge,
             reclaim: parts.reclaim,
@@ -308,6 +312,7 @@ impl Stats {
             }
             s.slabs_created += h.slabs_created.load(Relaxed);
             s.slabs_retired += h.slabs_retired.load(Relaxed);
+            s.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
             s.remote_frees += h.remote_collected.load(Relaxed);
         });
         s
@@ -502,6 +507,7 @@ impl Stats {
             "slabs_created" => self.slabs_created,
             "slabs_retired" => self.slabs_retired,
             "slabs_live" => self.slabs_created - self.slabs_retired,
+            "slabs_short_lived" => self.slabs_short_lived,
             "remote_frees" => self.remote_frees,
             "huge_blocks" => self.huge.live,
             "huge_live_bytes" => self.huge.live_bytes,

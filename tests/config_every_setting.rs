@@ -6,8 +6,8 @@
 use std::process::Command;
 
 use pcpalloc::{
-    Config, FreeCount, FreeHighThreshold, Heuristics, HugePages, PageStealing, Pagesets, PcpAlloc,
-    StatsAtExit,
+    Config, FreeCount, FreeHighThreshold, Grouping, Heuristics, HugePages, PageStealing, Pagesets,
+    PcpAlloc, StatsAtExit,
 };
 
 const STATS_FILE: &str = "/tmp/pcpalloc-config-every-setting.%p.json";
@@ -29,11 +29,12 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
         .stats_file(STATS_FILE)
         .trace(TRACE)
         .steal(PageStealing::Linux3_19)
+        .grouping(Grouping::Mobility)
         .huge_pages(HugePages::Never),
 );
 
 /// What the report says of every setting, with the config above.
-const EXPECTED: [(&str, &str); 14] = [
+const EXPECTED: [(&str, &str); 15] = [
     ("PCPALLOC_MEMORY_LIMIT", "3221225472"),
     ("PCPALLOC_PCP", "thread"),
     ("PCPALLOC_BATCH_SCALE_MAX", "3"),
@@ -50,6 +51,7 @@ const EXPECTED: [(&str, &str); 14] = [
     ("PCPALLOC_STATS_FILE", STATS_FILE),
     ("PCPALLOC_TRACE", TRACE),
     ("PCPALLOC_STEAL", "baseline"),
+    ("PCPALLOC_GROUPING", "mobility"),
     ("PCPALLOC_THP", "never"),
 ];
 

@@ -158,6 +158,7 @@ fn init() -> bool {
         nr_cpus: sys::nr_cpus_online(),
         high_fraction: SETTINGS.high_fraction.load(Relaxed),
         thp: ThpPolicy::from_u32(SETTINGS.thp.load(Relaxed)),
+        group_by_lifetime: SETTINGS.group_by_lifetime.load(Relaxed),
         steal: if SETTINGS.steal_seed_004.load(Relaxed) {
             StealRules::SEED_004
         } else {

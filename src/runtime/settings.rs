@@ -134,6 +134,8 @@ pub struct Settings {
     pub steal_seed_004: AtomicBool,
     /// Transparent huge pages for the heap: ThpPolicy as u32.
     pub thp: AtomicU32,
+    /// Small objects grouped by lifetime (`PCPALLOC_GROUPING`).
+    pub group_by_lifetime: AtomicBool,
     /// Where the report at exit goes (`PCPALLOC_STATS_FILE`; unset:
     /// stderr).
     pub stats_file: PathSetting,
@@ -152,6 +154,7 @@ pub static SETTINGS: Settings = Settings {
     stats_at_exit: AtomicBool::new(false),
     stats_json: AtomicBool::new(false),
     steal_seed_004: AtomicBool::new(true),
+    group_by_lifetime: AtomicBool::new(true),
     thp: AtomicU32::new(ThpPolicy::DEFAULT as u32),
     stats_file: PathSetting::new(),
     trace_prefix: PathSetting::new(),
@@ -287,7 +290,7 @@ pub struct Tunable {
 pub static TUNABLES: &[Tunable] = &TABLE;
 
 /// How many settings there are.
-pub const NR_TUNABLES: usize = 14;
+pub const NR_TUNABLES: usize = 15;
 
 /// The index of the setting `name` in [`TUNABLES`] (a compile-time error
 /// in a constant when there is none).
@@ -552,6 +555,24 @@ const TABLE: [Tunable; NR_TUNABLES] = [
             Ok(())
         },
         show: |w, _| w.write_str(if SETTINGS.steal_seed_004.load(Relaxed) { "seed004" } else { "baseline" }),
+    },
+    Tunable {
+        name: "PCPALLOC_GROUPING",
+        config: "grouping",
+        at_run_time: AtRunTime::Never,
+        values: "lifetime | mobility",
+        default: "lifetime",
+        doc: "How small objects' slabs are grouped in pageblocks: by lifetime (a size class whose slabs keep coming back empty takes reclaimable pageblocks, the rest unmovable ones; under THP dense only the unmovable ones are huge pages), or by mobility alone (every slab unmovable, as the kernel's slabs).",
+        apply: |v| {
+            let on = match v {
+                b"lifetime" => true,
+                b"mobility" => false,
+                _ => return Err("neither lifetime nor mobility"),
+            };
+            SETTINGS.group_by_lifetime.store(on, Relaxed);
+            Ok(())
+        },
+        show: |w, _| w.write_str(if SETTINGS.group_by_lifetime.load(Relaxed) { "lifetime" } else { "mobility" }),
     },
     Tunable {
         name: "PCPALLOC_THP",

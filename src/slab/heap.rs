@@ -54,6 +54,7 @@ use crate::trace::Buffer;
 
 use super::bin::{Bins, BIN_LIMIT};
 use super::classes::{CLASS_SIZE, NR_CLASSES};
+use super::lifetime::Lifetimes;
 use super::object::FreeObject;
 use super::parked::Parked;
 use super::remote::RemoteBatch;
@@ -100,6 +101,9 @@ pub struct Local {
     /// Other heaps' objects this thread freed, waiting to go back to their
     /// slabs in batches (`remote.rs`).
     pub(super) remote: RemoteBatch,
+    /// Per class, how its slabs come back: the lifetime signal that picks
+    /// a new slab's migratetype (`lifetime.rs`).
+    pub(super) lifetimes: Lifetimes,
 }
 
 /// A thread heap. See the module docs.
@@ -122,6 +126,9 @@ pub struct Heap {
     pub slabs_created: AtomicU64,
     /// Slabs this heap gave back to the page allocator.
     pub slabs_retired: AtomicU64,
+    /// Slabs this heap created in reclaimable pageblocks, for a class
+    /// found short-lived (`lifetime.rs`).
+    pub slabs_short_lived: AtomicU64,
     /// Objects freed by other threads and collected here.
     pub remote_collected: AtomicU64,
     /// Bytes of objects taken off this heap's slabs (onto its bins), and
@@ -200,6 +207,7 @@ impl Heap {
                 pageset: ptr::null_mut(),
                 reclaim_seen: 0,
                 remote: RemoteBatch::new(),
+                lifetimes: Lifetimes::new(),
             }),
             delayed: AtomicPtr::new(ptr::null_mut()),
             parked: Parked::new(),
@@ -208,6 +216,7 @@ impl Heap {
             next_abandoned: UnsafeCell::new(ptr::null_mut()),
             slabs_created: AtomicU64::new(0),
             slabs_retired: AtomicU64::new(0),
+            slabs_short_lived: AtomicU64::new(0),
             remote_collected: AtomicU64::new(0),
             small_taken: AtomicU64::new(0),
             small_returned: AtomicU64::new(0),

@@ -1,5 +1,6 @@
 //! Small objects (≤ 8 KiB): size classes in slabs of order 0..=3 taken from
-//! a page allocator as UNMOVABLE blocks, served from thread heaps.
+//! a page allocator as UNMOVABLE blocks (RECLAIMABLE for classes whose
+//! objects die young: `lifetime.rs`), served from thread heaps.
 //!
 //! - `classes.rs`: the size classes and their slab orders;
 //! - `slab.rs`: one slab and its descriptor (the [`Slab`] view);
@@ -7,6 +8,8 @@
 //!   owner's handle), its counters and the entry points of the fast paths;
 //! - `refill.rs`: a heap's bins refilled from its slabs, and objects and
 //!   emptied slabs given back;
+//! - `lifetime.rs`: which migratetype a class's new slabs take, learnt
+//!   from how its slabs come back (grouping by lifetime);
 //! - `park_high.rs`: how many emptied slabs a heap keeps parked
 //!   (`park_high`, auto-tuned);
 //! - `check.rs`: the invariant checker ([`check_quiescent`]);
@@ -33,6 +36,7 @@ pub mod classes;
 pub mod free;
 pub mod heap;
 pub mod heaps;
+pub mod lifetime;
 pub mod object;
 mod park_high;
 pub mod parked;

@@ -35,6 +35,7 @@ impl Owned<'_> {
     pub(super) unsafe fn park_or_retire(&mut self, s: *mut Slab, pages: &Pages<'_>) {
         // SAFETY: forwarded contract.
         unsafe {
+            self.local.lifetimes.slab_emptied((*s).class as usize);
             if !self.heap.parked.park(s, self.local.park_high) {
                 self.local.park_missed += PAGE_SIZE << (*s).order;
                 self.retire(s, pages);
@@ -78,6 +79,7 @@ impl Owned<'_> {
         let l = &mut *self.local;
         l.park_high = (l.park_high - l.park_high / 8).max(PARK_HIGH_MIN);
         l.park_missed = 0;
+        l.lifetimes.decay();
     }
 
     /// Gives every parked slab back, waiting for the parking lock.

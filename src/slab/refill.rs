@@ -96,6 +96,7 @@ impl Owned<'_> {
                     continue;
                 }
                 let order = u32::from(SLAB_ORDER[class]);
+                self.local.lifetimes.slab_made(class);
                 let parked = self.heap.parked.take(order);
                 if !parked.is_null() {
                     if (*parked).class as usize != class {
@@ -105,12 +106,19 @@ impl Owned<'_> {
                     continue;
                 }
                 self.grow_park_high(PAGE_SIZE << order, pages);
-                let head = pages.alloc(order, MigrateType::Unmovable);
+                let mt = self
+                    .local
+                    .lifetimes
+                    .migratetype(class, pages.zone().group_by_lifetime());
+                let head = pages.alloc(order, mt);
                 if head.is_null() {
                     return false;
                 }
                 let s = slab::init(head, class, order, self.owner_tag());
                 bump(&self.heap.slabs_created, 1);
+                if mt == MigrateType::Reclaimable {
+                    bump(&self.heap.slabs_short_lived, 1);
+                }
                 self.local.current[class] = s;
             }
         }

@@ -3,7 +3,10 @@
 //! pcpalloc under each `PCPALLOC_THP` policy, interleaved: time per hop,
 //! the share of anonymous memory in huge pages, and what 90% of the nodes
 //! freed at random leaves (pageblocks still holding a live node, resident
-//! memory and its huge-page share after the idle return). Then the price:
+//! memory and its huge-page share after the idle return). Then grouping by
+//! lifetime (`bench/c/phases.c`: phases of temporaries with a few objects
+//! kept among them — how many pageblocks the kept ones pin), with pcpalloc
+//! also by mobility alone (`PCPALLOC_GROUPING=mobility`). Then the price:
 //! the peak RSS of small programs (`python3 -c pass`, `ls -la /usr/lib`).
 
 use std::collections::HashMap;
@@ -24,6 +27,32 @@ struct Sample {
     after_free: f64,
     after_free_huge: f64,
     peak: f64,
+}
+
+/// One run of `phases`.
+#[derive(Clone, Copy, Default)]
+struct Phases {
+    pinned: f64,
+    after: f64,
+    peak: f64,
+    secs: f64,
+}
+
+fn phases(bin: &Path, args: &[String], who: &Contender) -> Option<Phases> {
+    let t = std::time::Instant::now();
+    let o = command(bin, args, who).output().ok()?;
+    let secs = t.elapsed().as_secs_f64();
+    if !o.status.success() {
+        return None;
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    let field = |name: &str| field(&out, name);
+    Some(Phases {
+        pinned: field("pageblocks_kept ")?,
+        after: field("after_anon_kib ")? * 1024.0,
+        peak: field("peak_kib ")? * 1024.0,
+        secs,
+    })
 }
 
 /// An allocator under test: its name, the library to preload, the
@@ -91,6 +120,9 @@ pub fn section(opts: &Opts, out: &Path) -> String {
         return "### Huge pages\n\npointer_chase.c could not be compiled; section skipped.\n"
             .into();
     };
+    let Some(phases_bin) = compile("phases", &cdir) else {
+        return "### Huge pages\n\nphases.c could not be compiled; section skipped.\n".into();
+    };
     let mut who: Vec<Contender> = Vec::new();
     for (name, pre) in allocators(lib.clone(), opts) {
         if name == "pcpalloc" {
@@ -101,6 +133,11 @@ pub fn section(opts: &Opts, out: &Path) -> String {
                     env: vec![("PCPALLOC_THP", policy)],
                 });
             }
+            who.push(Contender {
+                name: "pcpalloc dense, by mobility".into(),
+                preload: Some(lib.clone()),
+                env: vec![("PCPALLOC_GROUPING", "mobility")],
+            });
         } else {
             who.push(Contender {
                 name: name.to_string(),
@@ -112,6 +149,13 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     let (mib_heap, secs) = if opts.quick { (256, 1.5) } else { (1024, 4.0) };
     let runs = if opts.quick { 1 } else { opts.runs.min(3) };
     let args = [mib_heap.to_string(), secs.to_string(), "2.5".to_string()];
+    let phase_args = if opts.quick {
+        ["6", "64", "1.5"]
+    } else {
+        ["6", "256", "2.5"]
+    }
+    .map(String::from);
+    let mut phase_samples: HashMap<usize, Vec<Phases>> = HashMap::new();
     let mut samples: HashMap<usize, Vec<Sample>> = HashMap::new();
     let mut rss: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
     let small: [(&str, &str, &[&str]); 2] = [
@@ -127,6 +171,14 @@ pub fn section(opts: &Opts, out: &Path) -> String {
             ));
             if let Some(s) = chase(&bin, &args, w) {
                 samples.entry(i).or_default().push(s);
+            }
+            progress(&format!(
+                "thp: round {}/{runs}: phases on {}",
+                r + 1,
+                w.name
+            ));
+            if let Some(s) = phases(&phases_bin, &phase_args, w) {
+                phase_samples.entry(i).or_default().push(s);
             }
         }
     }
@@ -180,6 +232,22 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     row("... of it in huge pages", &|i| {
         pct(med(i, |s| s.after_free_huge))
     });
+    let pmed = |i: usize, f: fn(&Phases) -> f64| -> f64 {
+        match phase_samples.get(&i) {
+            Some(v) if !v.is_empty() => Runs(v.iter().map(f).collect()).median(),
+            _ => f64::NAN,
+        }
+    };
+    row("phases: pageblocks holding a kept object", &|i| {
+        format!("{:.0}", pmed(i, |s| s.pinned))
+    });
+    row("phases: resident after the temporaries", &|i| {
+        mib(pmed(i, |s| s.after))
+    });
+    row("phases: peak RSS", &|i| mib(pmed(i, |s| s.peak)));
+    row("phases: time, s", &|i| {
+        format!("{:.2}", pmed(i, |s| s.secs))
+    });
     for (k, (label, _, _)) in small.iter().enumerate() {
         let label = format!("peak RSS of {label}");
         row(&label, &|i| match rss.get(&(k, i)) {
@@ -194,9 +262,15 @@ pub fn section(opts: &Opts, out: &Path) -> String {
          nodes, each its own malloc, linked in one random cycle and chased for {secs} s; the \
          huge-page share is smaps_rollup's AnonHugePages over Anonymous at the end of the chase. \
          Then 90% of the nodes are freed at random and, 2.5 s later, what stays is read again. \
+         bench/c/phases.c {phase}: rounds of temporaries (128-511 B, up to {pmib} MiB) freed in \
+         random order, one 16-95 B object kept per 16 of them (10 MiB at {pmib} MiB); the kept \
+         objects' pageblocks, and what stays resident {pwait} s after. \
          Medians of {runs} interleaved rounds; small programs: medians of 5 runs (ru_maxrss). \
          System THP setting: {}.",
-        thp.trim()
+        thp.trim(),
+        phase = phase_args.join(" "),
+        pmib = phase_args[1],
+        pwait = phase_args[2],
     );
     t.render()
 }

@@ -136,6 +136,7 @@ impl Machine {
             high_fraction: 0,
             steal: StealRules::SEED_004,
             thp: pcpalloc::internals::ThpPolicy::Never,
+            group_by_lifetime: true,
         });
         assert!(pa.pagesets.init_cpu_sets(setup.cpus, setup.free_high_batch));
         pa.set_knobs(setup.knobs);

@@ -114,6 +114,10 @@ pub struct ZoneConfig {
     pub steal: StealRules,
     /// Transparent huge pages.
     pub thp: ThpPolicy,
+    /// Small objects grouped by lifetime: short-lived classes' slabs in
+    /// reclaimable pageblocks (`slab/lifetime.rs`); off, every slab is
+    /// unmovable.
+    pub group_by_lifetime: bool,
 }
 
 impl ZoneConfig {
@@ -126,6 +130,7 @@ impl ZoneConfig {
             high_fraction: 0,
             steal: StealRules::SEED_004,
             thp: ThpPolicy::Never,
+            group_by_lifetime: true,
         }
     }
 }
@@ -158,6 +163,9 @@ pub struct Zone {
     thp_active: core::sync::atomic::AtomicBool,
     /// Pageblocks the tick collapsed into huge pages (`thp.rs`).
     thp_collapsed: AtomicUsize,
+    /// Small objects grouped by lifetime (the inverse of the kernel's
+    /// `page_group_by_mobility_disabled`, one level finer).
+    group_by_lifetime: core::sync::atomic::AtomicBool,
     /// The memory budget (limit and bytes mapped).
     pub budget: Budget,
 }
@@ -182,6 +190,7 @@ impl Zone {
             thp: AtomicU8::new(ThpPolicy::Never as u8),
             thp_active: core::sync::atomic::AtomicBool::new(false),
             thp_collapsed: AtomicUsize::new(0),
+            group_by_lifetime: core::sync::atomic::AtomicBool::new(true),
             budget: Budget::new(),
         }
     }
@@ -194,6 +203,7 @@ impl Zone {
         self.high_fraction.store(cfg.high_fraction, Relaxed);
         self.steal.store(cfg.steal.to_bits(), Relaxed);
         self.thp.store(cfg.thp as u8, Relaxed);
+        self.group_by_lifetime.store(cfg.group_by_lifetime, Relaxed);
         g.update_sizes();
         g.update_thp(0);
     }
@@ -204,6 +214,13 @@ impl Zone {
         let z = Zone::new();
         z.configure(cfg);
         z
+    }
+
+    /// Whether small objects are grouped by lifetime (see
+    /// `slab/lifetime.rs`).
+    #[inline]
+    pub fn group_by_lifetime(&self) -> bool {
+        self.group_by_lifetime.load(Relaxed)
     }
 
     /// A tag identifying this zone's sections.

@@ -10,19 +10,24 @@
 //!   pages even where the system would give huge ones;
 //! - `always`: `MADV_HUGEPAGE` on every block as it goes online;
 //! - `dense`: nothing until the zone has grown past [`THP_DENSE_MIN_BYTES`],
-//!   then `MADV_HUGEPAGE` on every block. A huge block (outside the zone)
-//!   is advised once the zone is, or when it is that big on its own; one
-//!   mapped within a tick of a reclaim is not (`runtime/reclaim.rs`). A huge page is worth it where its
-//!   2 MiB are mostly in use; in a small heap they are not (a first touch
-//!   faults in the whole 2 MiB), which is what makes a small program's RSS
-//!   double under an allocator that asks for huge pages everywhere.
+//!   then `MADV_HUGEPAGE` on the pageblocks of long-lived small objects
+//!   (unmovable: see `slab/lifetime.rs`) as they are claimed; short-lived
+//!   small objects (reclaimable) and page-granular blocks (movable) stay in
+//!   4 KiB pages. A huge block (outside the zone) is advised when it is
+//!   that big on its own; one mapped within a tick of a reclaim is not
+//!   (`runtime/reclaim.rs`). A huge page is worth it where its 2 MiB are
+//!   mostly in use and stay so; in a small heap they are not (a first
+//!   touch faults in the whole 2 MiB), which is what makes a small
+//!   program's RSS double under an allocator that asks for huge pages
+//!   everywhere, and memory churned through pays a 2 MiB fault for each
+//!   fresh pageblock without staying to pay it back.
 //!
 //! Once huge pages are asked for, idle memory goes back only as whole
 //! pageblocks (`release.rs`): giving back 4 KiB of a huge page would split
 //! it, and a pageblock in use keeps its huge page — unless the zone is
 //! under pressure (BELOW_HIGH) or everything is being given back (trim,
-//! reclaim). Pageblocks faulted in before huge pages were asked for are
-//! collapsed by the tick where they are dense (`collapse_some`, as
+//! reclaim). Long-lived pageblocks faulted in before huge pages were
+//! asked for are collapsed by the tick where they are dense (`collapse_some`, as
 //! khugepaged would, with MADV_COLLAPSE).
 
 use core::sync::atomic::Ordering::Relaxed;
@@ -87,17 +92,26 @@ impl Zone {
 
 impl ZoneInner {
     /// Pageblock `pb` was just claimed for `mt`: under `dense` with huge
-    /// pages on, a pageblock for small objects (unmovable or reclaimable:
-    /// slabs, dense and pointer-rich, where the TLB pays) is advised for a
-    /// huge page; page-granular blocks (movable: buffers, often touched
-    /// sparsely or once) stay in 4 KiB pages, where a first touch faults
-    /// in 4 KiB, not 2 MiB — blocks of 16 KiB-4 MiB touched at their ends
-    /// ran 3.4x slower with their pageblocks huge.
+    /// pages on, a pageblock for long-lived small objects (unmovable:
+    /// slabs that stay in use, dense and pointer-rich, where the TLB pays)
+    /// is advised for a huge page. The rest stay in 4 KiB pages, where a
+    /// first touch faults in 4 KiB, not 2 MiB: page-granular blocks
+    /// (movable: buffers, often touched sparsely or once — blocks of 16
+    /// KiB-4 MiB touched at their ends ran 3.4x slower with their
+    /// pageblocks huge) and short-lived small objects (reclaimable, see
+    /// `slab/lifetime.rs`: memory churned through, where faulting fresh 2
+    /// MiB pages cost sh6bench 1.2-1.4x its time).
     pub(super) fn thp_claimed(&self, pb: usize, mt: MigrateType) {
-        if self.thp_claims && mt != MigrateType::Movable {
+        if self.thp_claims && huge_under_dense(mt) {
             sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, true);
         }
     }
+}
+
+/// Whether a pageblock of `mt` is a huge page under `dense`: only the
+/// unmovable ones, long-lived small objects.
+fn huge_under_dense(mt: MigrateType) -> bool {
+    mt == MigrateType::Unmovable
 }
 
 impl ZoneGuard<'_> {
@@ -142,7 +156,7 @@ impl ZoneGuard<'_> {
                 }
                 for pb in (a..a + MAX_ORDER_BYTES).step_by(PAGEBLOCK_BYTES) {
                     if dense {
-                        if section::pageblock_mt(pb) == MigrateType::Movable {
+                        if !huge_under_dense(section::pageblock_mt(pb)) {
                             continue;
                         }
                         sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, true);
@@ -192,8 +206,9 @@ impl Zone {
         let mut done = 0;
         let dense = self.thp_policy() == ThpPolicy::Dense;
         for &pb in &todo[..n] {
-            // Under dense only small objects' pageblocks become huge.
-            if dense && section::pageblock_mt(pb) == MigrateType::Movable {
+            // Under dense only long-lived small objects' pageblocks
+            // become huge.
+            if dense && !huge_under_dense(section::pageblock_mt(pb)) {
                 continue;
             }
             let resident = sys::resident_pages(pb as *const u8, PAGEBLOCK_BYTES);

@@ -1,0 +1,158 @@
+//! Grouping small objects by lifetime: which migratetype a heap's new slab
+//! of a class is taken as.
+//!
+//! The kernel keeps pages of different mobility in different pageblocks
+//! (unmovable, reclaimable, movable: `migratetype`) so that pageblocks
+//! empty whole and huge pages stay whole; its slab caches say which they
+//! are (`SLAB_RECLAIM_ACCOUNT` for the caches whose objects come and go:
+//! dentries, inodes). A malloc caller says nothing, so a heap learns it per
+//! size class from its own slabs: a class whose slabs keep coming back
+//! empty holds objects that die young, and its new slabs go to
+//! *reclaimable* pageblocks; a class whose slabs stay in use holds
+//! long-lived objects (a tree, an index, an interpreter's heap), and its
+//! slabs go to *unmovable* ones — the default, as the kernel's slabs.
+//!
+//! Short-lived objects then share pageblocks that empty whole and go back
+//! (or are reused) as whole pageblocks, and long-lived ones fill theirs
+//! densely: under THP `dense` only those are huge pages (`zone/thp.rs`), so
+//! a program that churns fresh memory does not fault it in 2 MiB at a
+//! time, while one that builds a large structure gets it in huge pages.
+//!
+//! Per class, `made` counts the slabs the heap started using for the class
+//! (new or parked), `emptied` those that came back empty while the heap
+//! runs (not at thread exit or trim). Both are halved each tick the heap
+//! sees, so the signal follows the program's phases over a few seconds
+//! (not over a count of slabs: a phase that builds a large temporary
+//! structure would otherwise forget, half-way through, that the class's
+//! slabs always came back). A class is short-lived once at least
+//! [`MIN_MADE`] slabs were made and at least half as many came back empty
+//! — with `L` slabs' worth of its objects living on and `C` churned
+//! through, when `C >= L`.
+//!
+//! Invariant: `made[c] < SATURATE` and `emptied[c] < SATURATE` (both are
+//! halved together before either gets there).
+
+use crate::page::MigrateType;
+
+use super::classes::NR_CLASSES;
+
+/// Slabs a class must have made before its lifetime is judged.
+pub const MIN_MADE: u32 = 4;
+/// The counts are halved together before either reaches this.
+const SATURATE: u32 = 1 << 30;
+
+/// A heap's per-class lifetime counts. Owner only.
+#[derive(Clone, Copy)]
+pub struct Lifetimes {
+    made: [u32; NR_CLASSES],
+    emptied: [u32; NR_CLASSES],
+}
+
+impl Lifetimes {
+    /// No history: every class long-lived.
+    pub const fn new() -> Lifetimes {
+        Lifetimes {
+            made: [0; NR_CLASSES],
+            emptied: [0; NR_CLASSES],
+        }
+    }
+
+    /// The heap started using a slab for `class`.
+    #[inline]
+    pub fn slab_made(&mut self, class: usize) {
+        self.made[class] += 1;
+        if self.made[class] == SATURATE - 1 {
+            self.halve(class);
+        }
+    }
+
+    /// A slab of `class` came back empty.
+    #[inline]
+    pub fn slab_emptied(&mut self, class: usize) {
+        self.emptied[class] += 1;
+        if self.emptied[class] == SATURATE - 1 {
+            self.halve(class);
+        }
+    }
+
+    fn halve(&mut self, class: usize) {
+        self.made[class] /= 2;
+        self.emptied[class] /= 2;
+    }
+
+    /// A tick: the history counts half.
+    pub fn decay(&mut self) {
+        for c in 0..NR_CLASSES {
+            self.halve(c);
+        }
+    }
+
+    /// Whether `class`'s objects die young.
+    #[inline]
+    pub fn short_lived(&self, class: usize) -> bool {
+        let made = self.made[class];
+        made >= MIN_MADE && 2 * u64::from(self.emptied[class]) >= u64::from(made)
+    }
+
+    /// The migratetype a new slab of `class` is taken as.
+    #[inline]
+    pub fn migratetype(&self, class: usize, grouping: bool) -> MigrateType {
+        if grouping && self.short_lived(class) {
+            MigrateType::Reclaimable
+        } else {
+            MigrateType::Unmovable
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_class_whose_slabs_come_back_is_short_lived() {
+        let mut l = Lifetimes::new();
+        for i in 1..=MIN_MADE {
+            l.slab_made(3);
+            // Not judged on fewer than MIN_MADE slabs.
+            assert_eq!(l.short_lived(3), i == MIN_MADE);
+            l.slab_emptied(3);
+        }
+        assert!(l.short_lived(3));
+        assert_eq!(l.migratetype(3, true), MigrateType::Reclaimable);
+        assert_eq!(l.migratetype(3, false), MigrateType::Unmovable);
+        // Another class is not affected.
+        assert!(!l.short_lived(4));
+    }
+
+    #[test]
+    fn a_class_is_short_lived_while_churn_outweighs_what_lives_on() {
+        let mut l = Lifetimes::new();
+        // 100 slabs churned through: short-lived.
+        for _ in 0..100 {
+            l.slab_made(1);
+            l.slab_emptied(1);
+        }
+        assert!(l.short_lived(1));
+        // A phase building 100 slabs of objects that stay: still (C = L).
+        for _ in 0..100 {
+            l.slab_made(1);
+        }
+        assert!(l.short_lived(1));
+        // One more and what lives outweighs what came back.
+        l.slab_made(1);
+        assert!(!l.short_lived(1));
+        // Ticks halve the history, not the ratio.
+        l.decay();
+        assert_eq!((l.made[1], l.emptied[1]), (100, 50));
+        assert!(l.short_lived(1));
+        l.decay();
+        l.decay();
+        l.decay();
+        l.decay();
+        // Too little history left to judge: long-lived, the default.
+        assert_eq!(l.made[1], 6);
+        l.decay();
+        assert!(!l.short_lived(1));
+    }
+}
