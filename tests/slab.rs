@@ -428,9 +428,10 @@ fn grouping_by_lifetime_keeps_long_lived_objects_out_of_churned_pageblocks() {
          by lifetime: {pinned} pinned, {whole} whole free"
     );
     // Without grouping the kept objects follow the temporaries into every
-    // pageblock they reach. With it only the first round mixes them (the
-    // class has no history yet), and later rounds take fresh pageblocks
-    // that empty whole.
+    // pageblock they reach. With it the first round mixes them (the class
+    // has no history yet) and stealing moves a few pageblocks between the
+    // two types; the temporaries of later rounds take pageblocks that
+    // empty whole.
     assert!(
         pinned + 4 <= pinned_mixed,
         "{pinned} pageblocks hold a kept object against {pinned_mixed}"

@@ -19,8 +19,11 @@
 //! time, while one that builds a large structure gets it in huge pages.
 //!
 //! Per class, `made` counts the slabs the heap started using for the class
-//! (new or parked), `emptied` those that came back empty while the heap
-//! runs (not at thread exit or trim). Both are halved each tick the heap
+//! (new, or parked and of the same lifetime: a parked slab of the other
+//! one goes back to the page allocator instead of carrying its pageblock's
+//! type over), `emptied` those that came back empty (a trim or a reclaim
+//! that collects empty slabs counts too; a heap adopted by a new thread
+//! starts from nothing). Both are halved each tick the heap
 //! sees, so the signal follows the program's phases over a few seconds
 //! (not over a count of slabs: a phase that builds a large temporary
 //! structure would otherwise forget, half-way through, that the class's

@@ -23,6 +23,7 @@ use crate::page_alloc::Pages;
 use crate::sync::bump;
 
 use super::heap::{Heap, Owned, PARK_HIGH_MAX, PARK_HIGH_MIN};
+use super::lifetime::Lifetimes;
 use super::slab::{self, Slab};
 
 impl Owned<'_> {
@@ -102,6 +103,7 @@ impl Owned<'_> {
     pub fn reset_tuning(&mut self) {
         self.local.park_high = PARK_HIGH_MIN;
         self.local.park_missed = 0;
+        self.local.lifetimes = Lifetimes::new();
     }
 }
 

@@ -15,7 +15,7 @@ use crate::geometry::{
     MAX_PAGE_ORDER, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE,
 };
 use crate::page::{flags, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
-use crate::section::{self, desc_of, page_addr, SectionHeader};
+use crate::section::{desc_of, page_addr, SectionHeader};
 
 /// Event counters of a zone, written under the zone lock. Names follow
 /// /proc/vmstat and the mm_page_alloc_extfrag tracepoint.
@@ -98,9 +98,9 @@ pub struct ZoneInner {
     pub epoch: u32,
     /// The section that still has uncommitted blocks, or null.
     pub grow_section: *mut SectionHeader,
-    /// Under THP `dense` once on: a pageblock claimed for small objects
-    /// (unmovable or reclaimable) is advised for a huge page as it is
-    /// claimed (`thp.rs`).
+    /// Under THP `dense` once on: a pageblock claimed for long-lived small
+    /// objects (unmovable) is advised for a huge page as it is claimed, and
+    /// advised back when claimed for anything else (`thp.rs`).
     pub thp_claims: bool,
     /// Event counters.
     pub c: ZoneCounters,
@@ -245,7 +245,7 @@ impl ZoneInner {
                     // type, so a later split puts halves on the right lists.
                     let pbs = 1usize << (order - PAGEBLOCK_ORDER);
                     for i in 0..pbs {
-                        section::set_pageblock_mt(
+                        self.set_pageblock_type(
                             buddy_addr + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE,
                             mt,
                         );

@@ -20,7 +20,7 @@
 
 use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{MigrateType, PageKind};
-use crate::section::{self, desc_of, page_addr};
+use crate::section::{desc_of, page_addr};
 
 use super::buddy::{take_block, ZoneInner};
 
@@ -142,8 +142,7 @@ impl ZoneInner {
             let pbs = 1usize << (order - PAGEBLOCK_ORDER);
             for i in 0..pbs {
                 let pb = addr + i * PAGEBLOCK_NR_PAGES * PAGE_SIZE;
-                section::set_pageblock_mt(pb, start);
-                self.thp_claimed(pb, start);
+                self.set_pageblock_type(pb, start);
             }
             return Steal::Claimed;
         }
@@ -155,8 +154,7 @@ impl ZoneInner {
         }
         let pages = self.move_freepages_block(addr, start);
         if pages >= PAGEBLOCK_NR_PAGES / 2 {
-            section::set_pageblock_mt(addr, start);
-            self.thp_claimed(addr & !(PAGEBLOCK_NR_PAGES * PAGE_SIZE - 1), start);
+            self.set_pageblock_type(addr & !(PAGEBLOCK_NR_PAGES * PAGE_SIZE - 1), start);
             Steal::Claimed
         } else {
             Steal::Pages

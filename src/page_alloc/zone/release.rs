@@ -17,8 +17,8 @@
 //! uncharged (see `charge.rs`).
 
 use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
-use crate::page::{flags, MigrateType, Page, PageKind, MIGRATE_TYPES};
-use crate::section::page_addr;
+use crate::page::{flags, Page, PageKind, MIGRATE_TYPES};
+use crate::section::{self, page_addr};
 use crate::sys;
 
 use super::Zone;
@@ -49,20 +49,21 @@ impl Zone {
                 break;
             }
             let mut batch_bytes = 0;
-            let mut batch: [(*mut Page, u32, MigrateType); RELEASE_BATCH] =
-                [(core::ptr::null_mut(), 0, MigrateType::Movable); RELEASE_BATCH];
+            let mut batch: [(*mut Page, u32); RELEASE_BATCH] =
+                [(core::ptr::null_mut(), 0); RELEASE_BATCH];
             let mut n = 0;
             {
                 let mut g = self.lock();
                 let z = &mut *g.inner;
                 let epoch = z.epoch;
                 // With huge pages, 4 KiB of a pageblock given back would
-                // split its huge page: only whole pageblocks go, unless
-                // everything must (trim, reclaim: keep_dirty 0), the zone
-                // is under pressure, or the heap is no longer dense.
+                // split its huge page: only whole pageblocks go from a
+                // pageblock that is one, unless everything must (trim,
+                // reclaim: keep_dirty 0), the zone is under pressure, or
+                // the heap is no longer dense.
                 let whole_only = keep_dirty > 0 && !self.below_high() && self.keep_huge_whole(z);
                 'orders: for order in (0..=MAX_PAGE_ORDER).rev() {
-                    if order < PAGEBLOCK_ORDER && (whole_only || z.dirty_free() <= keep_dirty) {
+                    if order < PAGEBLOCK_ORDER && z.dirty_free() <= keep_dirty {
                         break;
                     }
                     for mt in 0..MIGRATE_TYPES {
@@ -80,7 +81,11 @@ impl Zone {
                                 && unsafe {
                                     super::charge::count_charged(page_addr(p), 1 << order)
                                 } > 0;
-                            if !resident {
+                            if !resident
+                                || (whole_only
+                                    && order < PAGEBLOCK_ORDER
+                                    && self.huge_pageblock(page_addr(p)))
+                            {
                                 skipped += 1;
                                 p = prev;
                                 continue;
@@ -94,7 +99,7 @@ impl Zone {
                                     (*p).set_kind(PageKind::Isolated);
                                 }
                                 z.isolated += 1 << order;
-                                batch[n] = (p, order, MigrateType::from_index(mt));
+                                batch[n] = (p, order);
                                 n += 1;
                                 batch_bytes += PAGE_SIZE << order;
                                 if n == RELEASE_BATCH || total + batch_bytes >= want {
@@ -110,15 +115,19 @@ impl Zone {
                 break;
             }
             let mut released = [false; RELEASE_BATCH];
-            for (i, &(p, order, _)) in batch[..n].iter().enumerate() {
+            for (i, &(p, order)) in batch[..n].iter().enumerate() {
                 released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
             }
             let mut g = self.lock();
-            for (i, &(p, order, mt)) in batch[..n].iter().enumerate() {
+            for (i, &(p, order)) in batch[..n].iter().enumerate() {
                 if released[i] {
                     g.uncharge_range(page_addr(p), 1 << order);
                 }
                 let z = &mut *g.inner;
+                // Back on the lists of its pageblock's type as it is now (a
+                // steal may have changed it while the lock was dropped), as
+                // every free does.
+                let mt = section::pageblock_mt(page_addr(p));
                 // SAFETY: p is the isolated block we took above.
                 unsafe {
                     (*p).flags = if released[i] { flags::CLEAN } else { 0 };

@@ -83,6 +83,18 @@ impl Zone {
         }
     }
 
+    /// Whether the pageblock holding `addr` is (asked to be) a huge page:
+    /// every one under `always`, the long-lived small objects' under
+    /// `dense` — the ones idle memory must not be given back 4 KiB at a
+    /// time from.
+    pub(super) fn huge_pageblock(&self, addr: usize) -> bool {
+        match self.thp_policy() {
+            ThpPolicy::Never => false,
+            ThpPolicy::Always => true,
+            ThpPolicy::Dense => huge_under_dense(section::pageblock_mt(addr)),
+        }
+    }
+
     /// Whether the zone's blocks are advised for huge pages now.
     #[inline]
     pub fn thp_active(&self) -> bool {
@@ -91,33 +103,44 @@ impl Zone {
 }
 
 impl ZoneInner {
-    /// Pageblock `pb` was just claimed for `mt`: under `dense` with huge
-    /// pages on, a pageblock for long-lived small objects (unmovable:
-    /// slabs that stay in use, dense and pointer-rich, where the TLB pays)
-    /// is advised for a huge page. The rest stay in 4 KiB pages, where a
-    /// first touch faults in 4 KiB, not 2 MiB: page-granular blocks
-    /// (movable: buffers, often touched sparsely or once — blocks of 16
-    /// KiB-4 MiB touched at their ends ran 3.4x slower with their
-    /// pageblocks huge) and short-lived small objects (reclaimable, see
-    /// `slab/lifetime.rs`: memory churned through, where faulting fresh 2
-    /// MiB pages cost sh6bench 1.2-1.4x its time).
-    pub(super) fn thp_claimed(&self, pb: usize, mt: MigrateType) {
-        if self.thp_claims && huge_under_dense(mt) {
+    /// Sets pageblock `pb`'s migratetype to `mt` — a claim by page
+    /// stealing, or a merge — and, under `dense` with huge pages on, its
+    /// advice with it. A pageblock for long-lived small objects
+    /// (unmovable: slabs that stay in use, dense and pointer-rich, where
+    /// the TLB pays) is advised for a huge page; one that stops being one
+    /// is advised back (MADV_NOHUGEPAGE: it does not split a huge page
+    /// already there, but the next fault after a release is 4 KiB). The
+    /// rest stay in 4 KiB pages, where a first touch faults in 4 KiB, not 2
+    /// MiB: page-granular blocks (movable: buffers, often touched sparsely
+    /// or once — blocks of 16 KiB-4 MiB touched at their ends ran 3.4x
+    /// slower with their pageblocks huge) and short-lived small objects
+    /// (reclaimable, see `slab/lifetime.rs`: memory churned through, where
+    /// faulting fresh 2 MiB pages cost sh6bench 1.2-1.4x its time).
+    pub(super) fn set_pageblock_type(&self, pb: usize, mt: MigrateType) {
+        let old = section::pageblock_mt(pb);
+        section::set_pageblock_mt(pb, mt);
+        if !self.thp_claims {
+            return;
+        }
+        if huge_under_dense(mt) {
             sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, true);
+        } else if huge_under_dense(old) {
+            sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, false);
         }
     }
 }
 
 /// Whether a pageblock of `mt` is a huge page under `dense`: only the
 /// unmovable ones, long-lived small objects.
-fn huge_under_dense(mt: MigrateType) -> bool {
+pub(super) fn huge_under_dense(mt: MigrateType) -> bool {
     mt == MigrateType::Unmovable
 }
 
 impl ZoneGuard<'_> {
     /// Advises block `addr` (just online) as the policy says: under
     /// `dense` nothing (it goes online movable; its pageblocks are advised
-    /// as small objects claim them, see [`ZoneInner::thp_claimed`]).
+    /// as long-lived small objects claim them, see
+    /// [`ZoneInner::set_pageblock_type`]).
     pub(super) fn advise_block(&self, addr: usize) {
         match self.zone.thp_policy() {
             ThpPolicy::Never => sys::advise_huge(addr as *mut u8, MAX_ORDER_BYTES, false),
