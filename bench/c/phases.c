@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
                 memset(kept[nkept++], 1, k);
             }
         }
-        for (size_t i = n - 1; i > 0; i--) {
+        for (size_t i = n ? n - 1 : 0; i > 0; i--) {
             size_t j = (size_t)(rng_next(&seed) % (i + 1));
             char *t = temps[i];
             temps[i] = temps[j];

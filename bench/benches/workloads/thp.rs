@@ -139,6 +139,15 @@ pub fn section(opts: &Opts, out: &Path) -> String {
                 env: vec![("PCPALLOC_GROUPING", "mobility")],
             });
         } else {
+            if name == "mimalloc" {
+                // What mimalloc 2.3 and 3.3 do by default: huge pages for
+                // their segments (Debian's 2.0.9 does not).
+                who.push(Contender {
+                    name: "mimalloc, huge pages".into(),
+                    preload: pre.clone(),
+                    env: vec![("MIMALLOC_LARGE_OS_PAGES", "1")],
+                });
+            }
             who.push(Contender {
                 name: name.to_string(),
                 preload: pre,
@@ -263,7 +272,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
          huge-page share is smaps_rollup's AnonHugePages over Anonymous at the end of the chase. \
          Then 90% of the nodes are freed at random and, 2.5 s later, what stays is read again. \
          bench/c/phases.c {phase}: rounds of temporaries (128-511 B, up to {pmib} MiB) freed in \
-         random order, one 16-95 B object kept per 16 of them (10 MiB at {pmib} MiB); the kept \
+         random order, one 16-95 B object kept per 16 of them (10 MiB of them with 256 MiB); the kept \
          objects' pageblocks, and what stays resident {pwait} s after. \
          Medians of {runs} interleaved rounds; small programs: medians of 5 runs (ru_maxrss). \
          System THP setting: {}.",
