@@ -97,8 +97,8 @@ pub enum HugePages {
     Never,
     /// Always: every block asks for huge pages from the start.
     Always,
-    /// Once the heap passes 64 MiB, where a 2 MiB page is mostly used
-    /// anyway (the default).
+    /// Once the heap passes 64 MiB, for the pageblocks of long-lived small
+    /// objects, where a 2 MiB page is used and stays so (the default).
     Dense,
 }
 

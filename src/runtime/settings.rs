@@ -580,7 +580,7 @@ const TABLE: [Tunable; NR_TUNABLES] = [
         at_run_time: AtRunTime::Never,
         values: "never | always | dense",
         default: "dense",
-        doc: "Transparent huge pages for the heap's pageblocks: never (madvise NOHUGEPAGE), always (MADV_HUGEPAGE on every block), or dense: once the heap passes 64 MiB, where a 2 MiB page is mostly used anyway.",
+        doc: "Transparent huge pages for the heap's pageblocks: never (madvise NOHUGEPAGE), always (MADV_HUGEPAGE on every block), or dense: once the heap passes 64 MiB, the pageblocks of long-lived small objects, where a 2 MiB page is used and stays so.",
         apply: |v| {
             let p = match v {
                 b"never" => ThpPolicy::Never,
