@@ -137,6 +137,10 @@ fn bad_frees_abort_with_one_line() {
         ("double_free_small", "free(): double free detected 0x"),
         ("double_free_large", "free(): double free detected 0x"),
         ("double_free_remote", "free(): double free detected 0x"),
+        (
+            "double_free_remote_pending",
+            "free(): double free detected (pending remote free) 0x",
+        ),
         ("invalid_free_stack", "free(): invalid pointer 0x"),
         ("invalid_free_static", "free(): invalid pointer 0x"),
         (

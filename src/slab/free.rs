@@ -198,11 +198,18 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
     unsafe {
         let mine = (*s).owner.load(Relaxed) == h as *mut u8;
         if FreeObject::at(p).holds(key) {
+            // Every allocation clears the key, so a block that holds it was
+            // freed: on the owner's lists, on the slab's remote list, or
+            // still waiting on another thread's batch of remote frees,
+            // which the owner cannot walk (`remote.rs`). Only a program
+            // that wrote the process's random 64-bit key into a live block
+            // itself — after reading it from freed memory — gets here
+            // otherwise. The owner's walk is kept for the message's sake:
+            // it is the common double free, and proves the rest.
             if !mine || is_free_in(h, s, p) {
                 report::fatal("free(): double free detected", p);
             }
-            // A live block that happened to hold the key: free it.
-            FreeObject::at(p).unmark();
+            report::fatal("free(): double free detected (pending remote free)", p);
         }
         if mine {
             return free_checked(p, s, h, key);

@@ -19,10 +19,10 @@
 //! slab still counts it in `used`, as it counts an object on the remote
 //! list, so the slab cannot be given back under it. Each object carries
 //! the free key from the moment it is freed, so a second free of it is
-//! reported as before — except one case: a block freed by another thread,
-//! still waiting on that thread's chain, and freed again by its owner (the
-//! owner confirms a keyed block on its own lists, and cannot see another
-//! thread's chains; see `free.rs`).
+//! reported as before — also when the owner frees a block still waiting on
+//! another thread's chain: the owner cannot walk that chain, but every
+//! allocation clears the key, so a keyed block not on the owner's lists is
+//! one of those (see `free.rs`).
 //!
 //! Owner-only: the slots live in the heap's `Local` and only the heap's
 //! thread touches them. A thread without a heap (the empty heap) frees

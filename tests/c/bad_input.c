@@ -1,6 +1,7 @@
 /* Bad input, one case per run (argv[1]). Cases that must succeed exit 0;
  * cases that must be caught abort after one line on stderr. */
 #include "common.h"
+#include <semaphore.h>
 
 static int eq(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
@@ -9,6 +10,18 @@ static int eq(const char *a, const char *b) { return strcmp(a, b) == 0; }
 static void *opaque(void *p) {
     __asm__ volatile("" : "+r"(p)::"memory");
     return p;
+}
+
+/* double_free_remote_pending: a block freed by this thread, which then
+ * stays alive so its batch of remote frees is not flushed. */
+static char *pending_p;
+static sem_t pending_freed;
+static void *free_and_stay(void *arg) {
+    (void)arg;
+    free(opaque(pending_p));
+    sem_post(&pending_freed);
+    for (;;) pause();
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -112,6 +125,15 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, (void *(*)(void *))free, p);
         pthread_join(t, NULL);
+    } else if (eq(c, "double_free_remote_pending")) {
+        /* freed by another thread, which keeps it in its batch of remote
+         * frees (it stays alive), then freed again by the owner */
+        sem_init(&pending_freed, 0, 0);
+        pending_p = opaque(malloc(48));
+        pthread_t t;
+        pthread_create(&t, NULL, free_and_stay, NULL);
+        sem_wait(&pending_freed);
+        free(opaque(pending_p));
     } else if (eq(c, "invalid_free_stack")) {
         char buf[64];
         free(opaque(buf + 8));
