@@ -203,8 +203,11 @@ fn usable_size_and_version() {
 }
 
 /// Allocates `n` blocks of `size` bytes on this thread; checks that the
-/// thread's net bytes grew by exactly `n * size` over the allocations.
-fn take(n: usize, size: usize) -> Vec<usize> {
+/// thread's net bytes grew by exactly the blocks' usable bytes over the
+/// allocations (`size` each, or more for a large block served from a
+/// cached block of a slightly larger class). Returns the blocks and those
+/// bytes.
+fn take(n: usize, size: usize) -> (Vec<usize>, i64) {
     let mut v = Vec::with_capacity(n);
     let l = std::alloc::Layout::from_size_align(size, 8).unwrap();
     let before = pcpalloc::thread_stats();
@@ -213,8 +216,14 @@ fn take(n: usize, size: usize) -> Vec<usize> {
         v.push(unsafe { std::alloc::alloc(l) } as usize);
     }
     let after = pcpalloc::thread_stats();
-    assert_eq!(after.net() - before.net(), (n * size) as i64);
-    v
+    // SAFETY: each p is a live block of ours.
+    let usable: usize = v
+        .iter()
+        .map(|&p| unsafe { pcpalloc::usable_size(p as *const u8) })
+        .sum();
+    assert!(usable >= n * size);
+    assert_eq!(after.net() - before.net(), usable as i64);
+    (v, usable as i64)
 }
 
 /// Frees blocks from `take`; returns by how much the thread's net bytes
@@ -238,14 +247,15 @@ fn thread_counters_are_exact_and_flush_empties_the_bins() {
         // 2000 objects of a size class of their own (64 B) and 20 large
         // blocks (64 KiB, a whole number of pages): net grows by exactly
         // their bytes, and drops by as much when they are freed.
-        let small = take(2000, 64);
-        let large = take(20, 64 << 10);
+        let (small, small_bytes) = take(2000, 64);
+        assert_eq!(small_bytes, 2000 * 64);
+        let (large, large_bytes) = take(20, 64 << 10);
         let t1 = pcpalloc::thread_stats();
-        assert!(t1.allocated >= t0.allocated + 2000 * 64 + 20 * (64 << 10));
-        assert_eq!(give(&small, 64), 2000 * 64);
-        assert_eq!(give(&large, 64 << 10), 20 * (64 << 10));
+        assert!(t1.allocated as i64 >= t0.allocated as i64 + small_bytes + large_bytes);
+        assert_eq!(give(&small, 64), small_bytes);
+        assert_eq!(give(&large, 64 << 10), large_bytes);
         let t2 = pcpalloc::thread_stats();
-        assert!(t2.deallocated >= t1.deallocated + 20 * (64 << 10));
+        assert!(t2.deallocated as i64 >= t1.deallocated as i64 + large_bytes);
         assert!(t2.allocated >= t1.allocated);
         drop((small, large));
         // The bins hold what was freed; the flush gives it back, which
@@ -276,7 +286,7 @@ fn a_consumer_thread_counts_what_it_frees() {
         freed
     });
     let producer = thread::spawn(move || {
-        let v = take(1000, 128);
+        let (v, _) = take(1000, 128);
         tx.send(v).unwrap();
     });
     producer.join().unwrap();
