@@ -14,26 +14,32 @@ struct Figures {
     stat: u64,
 }
 
+/// Runs C program `name` under pcpalloc, checks it ends with "NAME ok",
+/// and returns the `FIELD value` figures it printed for `fields`, in order.
+fn figures<const N: usize>(
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    fields: [&str; N],
+) -> [u64; N] {
+    let run = on_pcpalloc(name, args, env, LONG);
+    run.assert_says(&format!("{name} ok"));
+    let out = run.stdout();
+    fields.map(|f| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(f)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {f} in\n{}", run.describe()))
+    })
+}
+
 fn thp_policy(policy: &str, mib: u64, wait: &str) -> Figures {
-    let run = on_pcpalloc(
+    let [heap, rollup, stat] = figures(
         "thp_policy",
         &[&mib.to_string(), wait],
         &[("PCPALLOC_THP", policy)],
-        LONG,
+        ["heap_kib", "rollup_kib", "stat_kib"],
     );
-    run.assert_says("thp_policy ok");
-    let out = run.stdout();
-    let field = |name: &str| -> u64 {
-        out.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in\n{}", run.describe()))
-    };
-    Figures {
-        heap: field("heap_kib "),
-        rollup: field("rollup_kib "),
-        stat: field("stat_kib "),
-    }
+    Figures { heap, rollup, stat }
 }
 
 /// Whether the kernel gives huge pages to a range that asks for them.
@@ -122,16 +128,14 @@ fn dense_keeps_page_granular_blocks_in_small_pages() {
     if !thp_available() {
         return;
     }
-    let blocks = |policy: &str| -> (u64, u64) {
-        let run = on_pcpalloc("thp_blocks", &["192"], &[("PCPALLOC_THP", policy)], LONG);
-        run.assert_says("thp_blocks ok");
-        let out = run.stdout();
-        let field = |name: &str| -> u64 {
-            out.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in\n{}", run.describe()))
-        };
-        (field("heap_kib "), field("stat_kib "))
+    let blocks = |policy: &str| {
+        let [heap, stat] = figures(
+            "thp_blocks",
+            &["192"],
+            &[("PCPALLOC_THP", policy)],
+            ["heap_kib", "stat_kib"],
+        );
+        (heap, stat)
     };
     let (heap, dense) = blocks("dense");
     assert!(
@@ -156,21 +160,14 @@ fn dense_keeps_churned_small_objects_in_small_pages() {
     if !thp_available() {
         return;
     }
-    let churn = |grouping: &str| -> (u64, u64) {
-        let run = on_pcpalloc(
+    let churn = |grouping: &str| {
+        let [heap, stat] = figures(
             "thp_churn",
             &["144"],
             &[("PCPALLOC_THP", "dense"), ("PCPALLOC_GROUPING", grouping)],
-            LONG,
+            ["heap_kib", "stat_kib"],
         );
-        run.assert_says("thp_churn ok");
-        let out = run.stdout();
-        let field = |name: &str| -> u64 {
-            out.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in\n{}", run.describe()))
-        };
-        (field("heap_kib "), field("stat_kib "))
+        (heap, stat)
     };
     let (heap, by_lifetime) = churn("lifetime");
     assert!(

@@ -52,3 +52,30 @@ static inline void report_peak(void) {
         if (strncmp(line, "VmHWM:", 6) == 0) printf("peak_kib %ld\n", atol(line + 6));
     if (f) fclose(f);
 }
+
+/* A field of /proc/self/smaps_rollup, in KiB ("AnonHugePages:"); -1 if
+ * missing (the huge-page programs: pointer_chase, phases). */
+static inline long rollup(const char *field) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0) v = atol(line + n);
+    if (f) fclose(f);
+    return v;
+}
+
+static inline int cmp_uptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Distinct values of v[0..n) (sorts v). */
+static inline size_t count_distinct(uintptr_t *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_uptr);
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || v[i] != v[i - 1]) d++;
+    return d;
+}

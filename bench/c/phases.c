@@ -15,22 +15,6 @@
 #include "bench.h"
 #include <time.h>
 
-static long rollup(const char *field) {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, field, n) == 0) v = atol(line + n);
-    if (f) fclose(f);
-    return v;
-}
-
-static int cmp_uptr(const void *a, const void *b) {
-    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
     long rounds = argc > 1 ? atol(argv[1]) : 6;
     long mib = argc > 2 ? atol(argv[2]) : 256;
@@ -63,10 +47,7 @@ int main(int argc, char **argv) {
     }
     uintptr_t *pb = xmalloc(nkept * sizeof *pb);
     for (size_t i = 0; i < nkept; i++) pb[i] = (uintptr_t)kept[i] >> 21;
-    qsort(pb, nkept, sizeof *pb, cmp_uptr);
-    size_t blocks = 0;
-    for (size_t i = 0; i < nkept; i++)
-        if (i == 0 || pb[i] != pb[i - 1]) blocks++;
+    size_t blocks = count_distinct(pb, nkept);
     free(pb);
     printf("kept_kib %zu\n", nkept * 56 / 1024);
     printf("pageblocks_kept %zu\n", blocks);

@@ -206,6 +206,19 @@ fn cgroup_line(prefix: &[u8], f: impl FnOnce(&[u8]) -> Option<u64>) -> Option<u6
     f(line[prefix.len()..].trim_ascii())
 }
 
+/// The path of cgroup file `leaf` of the cgroup `rel` (as
+/// `/proc/self/cgroup` names it) under the hierarchy mounted at `root`;
+/// `None` if it does not fit.
+fn cgroup_file(root: &[u8], rel: &[u8], leaf: &[u8]) -> Option<FixedBuf<512>> {
+    let mut path = FixedBuf::<512>::new();
+    path.push_bytes(root);
+    if rel != b"/" {
+        path.push_bytes(rel);
+    }
+    path.push_bytes(leaf);
+    (!path.truncated).then_some(path)
+}
+
 fn cgroup_v2_max() -> Option<u64> {
     // "0::/some/path" on a cgroup v2 system; walk up to the root, since a
     // limit set on a parent binds its children too.
@@ -213,15 +226,9 @@ fn cgroup_v2_max() -> Option<u64> {
         let mut rel = rel;
         let mut best: Option<u64> = None;
         loop {
-            let mut path = FixedBuf::<512>::new();
-            path.push_bytes(b"/sys/fs/cgroup");
-            if rel != b"/" {
-                path.push_bytes(rel);
-            }
-            path.push_bytes(b"/memory.max");
-            if path.truncated {
+            let Some(mut path) = cgroup_file(b"/sys/fs/cgroup", rel, b"/memory.max") else {
                 return best;
-            }
+            };
             // "max" means no limit at this level.
             if let Some(v) = path
                 .as_cstr()
@@ -257,15 +264,7 @@ fn cgroup_v1_limit() -> Option<u64> {
             .then_some(path)
     })?;
     let rel = rel.trim_ascii();
-    let mut path = FixedBuf::<512>::new();
-    path.push_bytes(b"/sys/fs/cgroup/memory");
-    if rel != b"/" {
-        path.push_bytes(rel);
-    }
-    path.push_bytes(b"/memory.limit_in_bytes");
-    if path.truncated {
-        return None;
-    }
+    let mut path = cgroup_file(b"/sys/fs/cgroup/memory", rel, b"/memory.limit_in_bytes")?;
     let v = parse_u64(read_file(path.as_cstr()?)?.as_bytes())?;
     // "No limit" reads as PAGE_COUNTER_MAX pages, about 2^63 bytes.
     (v < 1 << 62).then_some(v)

@@ -92,6 +92,14 @@ fn chase(bin: &Path, args: &[String], who: &Contender) -> Option<Sample> {
     })
 }
 
+/// The median of figure `f` over contender `i`'s runs (NaN: none).
+fn median<T>(runs: &HashMap<usize, Vec<T>>, i: usize, f: fn(&T) -> f64) -> f64 {
+    match runs.get(&i) {
+        Some(v) if !v.is_empty() => Runs(v.iter().map(f).collect()).median(),
+        _ => f64::NAN,
+    }
+}
+
 /// Peak RSS in bytes of `program args` (the child's ru_maxrss).
 fn peak_rss(program: &str, args: &[&str], who: &Contender) -> Option<f64> {
     let mut c = command(Path::new(program), &[], who);
@@ -200,12 +208,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
             }
         }
     }
-    let med = |i: usize, f: fn(&Sample) -> f64| -> f64 {
-        match samples.get(&i) {
-            Some(v) if !v.is_empty() => Runs(v.iter().map(f).collect()).median(),
-            _ => f64::NAN,
-        }
-    };
+    let med = |i: usize, f: fn(&Sample) -> f64| median(&samples, i, f);
     let pct = |v: f64| {
         if v.is_finite() {
             format!("{:.0}%", v * 100.0)
@@ -241,12 +244,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     row("... of it in huge pages", &|i| {
         pct(med(i, |s| s.after_free_huge))
     });
-    let pmed = |i: usize, f: fn(&Phases) -> f64| -> f64 {
-        match phase_samples.get(&i) {
-            Some(v) if !v.is_empty() => Runs(v.iter().map(f).collect()).median(),
-            _ => f64::NAN,
-        }
-    };
+    let pmed = |i: usize, f: fn(&Phases) -> f64| median(&phase_samples, i, f);
     row("phases: pageblocks holding a kept object", &|i| {
         format!("{:.0}", pmed(i, |s| s.pinned))
     });
