@@ -356,7 +356,7 @@ fn large_lists_tune_high_like_a_pageset() {
     let ps = Pageset::new();
     let class = class_of(64); // 64 pages, 256 KiB
     let take = |ps: &Pageset| {
-        let (p, c) = ps.alloc_large(&z, class, &K, false);
+        let (p, c) = ps.alloc_large(&z, class, || K, false);
         assert!(!p.is_null());
         assert_eq!(c, class);
         p
@@ -365,7 +365,7 @@ fn large_lists_tune_high_like_a_pageset() {
         // SAFETY: an exact block of the class, ours; written (dirty).
         unsafe {
             (*p).flags = 0;
-            ps.free_large(&z, p, class, &K, false);
+            ps.free_large(&z, p, class, || K, false);
         }
     };
     let state = |ps: &Pageset| {

@@ -41,31 +41,79 @@ pub fn pages_for(size: usize, align: usize) -> usize {
 /// Allocates a large block for `size` bytes aligned to `align` (power of
 /// two, at most 4 MiB) from `pages`; zeroed if `zero`. Null when out of
 /// memory.
+#[inline]
 pub fn alloc(pages: &Pages<'_>, size: usize, align: usize, zero: bool) -> *mut u8 {
     debug_assert!(size <= LARGE_MAX && align <= LARGE_MAX);
+    if align > PAGE_SIZE {
+        return alloc_aligned(pages, size, align, zero);
+    }
     let npages = size.div_ceil(PAGE_SIZE).max(1);
-    // The block remembers its class (+ 1; 0 for an aligned block of no
-    // class) in its order byte, so its free needs no size computation.
-    let (head, kept, tag) = if align > PAGE_SIZE {
-        let align_order = align.trailing_zeros() - PAGE_SHIFT;
-        (pages.alloc_exact_aligned(npages, align_order), npages, 0)
-    } else {
-        let (head, class) = pages.alloc_large(classes::class_of(npages));
-        (head, classes::class_pages(class), class as u32 + 1)
-    };
+    let (head, class) = pages.alloc_large(classes::class_of(npages));
     if head.is_null() {
         return core::ptr::null_mut();
     }
-    let addr = page_addr(head);
     // SAFETY: the block is ours; its other descriptors are None.
+    unsafe { make_of_class(head, class, size, zero) }
+}
+
+/// Makes `head`, a block of `class_pages(class)` pages (from a pageset, or
+/// taken out of a thread's large bins), the live block for a request of
+/// `size` bytes (zeroed if `zero`). The block remembers its class (+ 1) in
+/// its order byte, so its free needs no size computation. Returns its
+/// address.
+///
+/// # Safety
+/// The caller owns the block, of `class_pages(class)` pages; its other
+/// descriptors are None.
+#[inline(always)]
+pub unsafe fn make_of_class(head: *mut Page, class: usize, size: usize, zero: bool) -> *mut u8 {
+    // SAFETY: forwarded contract.
     unsafe {
-        let clean = (*head).flags & flags::CLEAN != 0;
+        make(
+            head,
+            class as u32 + 1,
+            classes::class_pages(class),
+            size,
+            zero,
+        )
+    }
+}
+
+/// [`alloc`] aligned beyond a page: exactly the pages asked for, from the
+/// zone, tagged 0 (no class).
+#[cold]
+#[inline(never)]
+fn alloc_aligned(pages: &Pages<'_>, size: usize, align: usize, zero: bool) -> *mut u8 {
+    let npages = size.div_ceil(PAGE_SIZE).max(1);
+    let align_order = align.trailing_zeros() - PAGE_SHIFT;
+    let head = pages.alloc_exact_aligned(npages, align_order);
+    if head.is_null() {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: the block is ours; its other descriptors are None.
+    unsafe { make(head, 0, npages, size, zero) }
+}
+
+/// Makes the block at `head` of `kept` pages a live large block tagged
+/// `tag` (its class + 1, or 0), zeroing the first `size` bytes if `zero`
+/// and the memory may not read as zero. Returns its address.
+///
+/// # Safety
+/// The caller owns the block; its other descriptors are None.
+#[inline(always)]
+unsafe fn make(head: *mut Page, tag: u32, kept: usize, size: usize, zero: bool) -> *mut u8 {
+    let addr = page_addr(head) as *mut u8;
+    // SAFETY: forwarded contract.
+    unsafe {
+        // Only a zeroed request reads the head (a read of a cold line
+        // stalls; the stores of `make` need not).
+        let dirty = zero && (*head).flags & flags::CLEAN == 0;
         LargeBlock::make(head, tag, kept, flags::EXACT);
-        if zero && !clean {
-            core::ptr::write_bytes(addr as *mut u8, 0, size);
+        if dirty {
+            core::ptr::write_bytes(addr, 0, size);
         }
     }
-    addr as *mut u8
+    addr
 }
 
 /// Who asks for a block to be checked, for the one-line report.

@@ -179,15 +179,26 @@ impl<'a> Pages<'a> {
     pub fn alloc_large(&self, class: usize) -> (*mut Page, usize) {
         let (p, c) =
             self.pageset()
-                .alloc_large(self.zone(), class, &self.alloc.knobs(), self.owner);
-        if p.is_null() && self.drained_all() {
-            let pages = classes::class_pages(class);
-            return (
-                self.zone().alloc_exact(pages, 0, MigrateType::Movable),
-                class,
-            );
+                .alloc_large(self.zone(), class, || self.alloc.knobs(), self.owner);
+        if p.is_null() {
+            return self.alloc_large_slow(class);
         }
         (p, c)
+    }
+
+    /// [`alloc_large`](Self::alloc_large) when the pageset and the zone
+    /// had nothing: once more from the zone after every pageset drained.
+    #[cold]
+    #[inline(never)]
+    fn alloc_large_slow(&self, class: usize) -> (*mut Page, usize) {
+        if !self.drained_all() {
+            return (core::ptr::null_mut(), class);
+        }
+        let pages = classes::class_pages(class);
+        (
+            self.zone().alloc_exact(pages, 0, MigrateType::Movable),
+            class,
+        )
     }
 
     /// Allocates an exact block of `pages` pages aligned to `2^align_order`
@@ -214,7 +225,7 @@ impl<'a> Pages<'a> {
         // SAFETY: forwarded contract.
         unsafe {
             self.pageset()
-                .free_large(self.zone(), head, class, &self.alloc.knobs(), self.owner)
+                .free_large(self.zone(), head, class, || self.alloc.knobs(), self.owner)
         }
     }
 
@@ -231,8 +242,13 @@ impl<'a> Pages<'a> {
         // SAFETY: forwarded contract.
         unsafe {
             if classes::class_pages(class) == pages {
-                self.pageset()
-                    .free_large(self.zone(), head, class, &self.alloc.knobs(), self.owner)
+                self.pageset().free_large(
+                    self.zone(),
+                    head,
+                    class,
+                    || self.alloc.knobs(),
+                    self.owner,
+                )
             } else {
                 self.zone().free_exact(head, pages)
             }

@@ -127,10 +127,10 @@ impl LargeLists {
     }
 
     /// A block of class `class` (MOVABLE): from its list or a slightly
-    /// larger class's, else a refill from the zone (several blocks for
-    /// small classes, in one lock hold). Returns the head (null when the
-    /// zone has none), with kind `None` and its CLEAN flag, and the class
-    /// of the block.
+    /// larger class's ([`take`](Self::take)), else a refill from the zone
+    /// (several blocks for small classes, in one lock hold). Returns the
+    /// head (null when the zone has none), with kind `None` and its CLEAN
+    /// flag, and the class of the block.
     pub fn alloc(
         &mut self,
         zone: &Zone,
@@ -138,25 +138,54 @@ impl LargeLists {
         params: &PcpParams,
         k: &Knobs,
     ) -> (*mut Page, usize) {
-        let pages = class_pages(class);
+        let (p, c) = self.take(class);
+        if !p.is_null() {
+            return (p, c);
+        }
+        self.refill(zone, class, params, k)
+    }
+
+    /// The hit half of [`alloc`](Self::alloc), the common case: a cached
+    /// block of `class`, or of one a little larger (at most
+    /// `LARGE_STEP_UP` classes up: under a half more) — a cached block that
+    /// serves as it is beats a trip to the zone. Counts the allocation
+    /// either way; null (and `class`) on a miss, which
+    /// [`refill`](Self::refill) then serves.
+    #[inline]
+    pub fn take(&mut self, class: usize) -> (*mut Page, usize) {
         self.free_count >>= 1;
         self.c.alloc += 1;
-        // Its own class first, else one a little larger (at most
-        // LARGE_STEP_UP classes up: under a half more) — a cached block
-        // that serves as it is beats a trip to the zone.
         let last = (class + LARGE_STEP_UP).min(NR_LARGE_CLASSES - 1);
         for c in class..=last {
-            if !self.lists[c].is_empty() {
-                self.c.hits += 1;
-                // SAFETY: the list is non-empty and holds our PcpLarge
-                // blocks.
-                let p = unsafe { self.lists[c].pop_front() };
-                self.count -= class_pages(c);
-                // SAFETY: p is ours now.
-                unsafe { (*p).set_kind(PageKind::None) };
-                return (p, c);
+            // SAFETY: the class lists hold our PcpLarge blocks; a popped
+            // block is ours.
+            unsafe {
+                let p = self.lists[c].pop_front();
+                if !p.is_null() {
+                    self.c.hits += 1;
+                    self.count -= class_pages(c);
+                    (*p).set_kind(PageKind::None);
+                    return (p, c);
+                }
             }
         }
+        (core::ptr::null_mut(), class)
+    }
+
+    /// The miss half of [`alloc`](Self::alloc), after [`take`](Self::take)
+    /// found nothing: grows `high` as far as blocks were given back for
+    /// lack of room, and takes blocks of `class` from the zone — one for
+    /// the caller, the rest cached.
+    #[cold]
+    #[inline(never)]
+    pub fn refill(
+        &mut self,
+        zone: &Zone,
+        class: usize,
+        params: &PcpParams,
+        k: &Knobs,
+    ) -> (*mut Page, usize) {
+        let pages = class_pages(class);
         let (high_min, high_max) = bounds(params, zone);
         self.high_min = high_min;
         self.high = self.high.max(high_min);
@@ -207,18 +236,20 @@ impl LargeLists {
     }
 
     /// Frees block `p` of class `class` to its list; gives blocks back to
-    /// the zone when the lists hold more than `high`, or for free_high.
-    /// Returns the pages given back.
+    /// the zone when the lists hold more than `high`, or for free_high
+    /// (whose cut of `high` reads the zone's `batch`). Returns the pages
+    /// given back.
     ///
     /// # Safety
     /// As [`cache`](Self::cache).
+    /// `knobs` reads the knobs in force, only when a decision needs them.
+    #[inline]
     pub unsafe fn free(
         &mut self,
         zone: &Zone,
         p: *mut Page,
         class: usize,
-        params: &PcpParams,
-        k: &Knobs,
+        knobs: impl Fn() -> Knobs,
     ) -> usize {
         let pages = class_pages(class);
         let high_min = self.high_min;
@@ -229,25 +260,39 @@ impl LargeLists {
         unsafe { self.cache(p, class, pages) };
         self.c.free += 1;
         self.free_count = (self.free_count + pages).min(MAX_ORDER_PAGES << 8);
-        if k.heuristics.has(heuristic::FREE_COUNT)
-            && self.free_count >= 2 * self.high
+        if self.free_count >= 2 * self.high
             && self.count > high_min
+            && knobs().heuristics.has(heuristic::FREE_COUNT)
         {
-            // This CPU only frees: what it holds serves others better in
-            // the zone. Keep high_min, and shrink high.
-            self.c.free_high += 1;
-            let cut = (params.batch as usize) << k.batch_scale_max;
-            self.high = self.high.saturating_sub(cut).max(high_min);
-            self.free_count = 0;
-            return self.drain(zone, self.count - high_min, class);
+            return self.free_high(zone, &knobs(), class);
         }
         if self.count > self.high {
-            let target = self.high - (self.high >> LARGE_DRAIN_SHIFT);
-            let drained = self.drain(zone, self.count - target, class);
-            self.missed += drained;
-            return drained;
+            return self.drain_over_high(zone, class);
         }
         0
+    }
+
+    /// This CPU only frees: what it holds serves others better in the
+    /// zone. Keeps `high_min`, and shrinks `high`.
+    #[cold]
+    #[inline(never)]
+    fn free_high(&mut self, zone: &Zone, k: &Knobs, class: usize) -> usize {
+        self.c.free_high += 1;
+        let cut = (zone.pcp_params().batch as usize) << k.batch_scale_max;
+        self.high = self.high.saturating_sub(cut).max(self.high_min);
+        self.free_count = 0;
+        self.drain(zone, self.count - self.high_min, class)
+    }
+
+    /// Past `high`: gives back down to `high - high >> LARGE_DRAIN_SHIFT`
+    /// and remembers it in `missed`.
+    #[cold]
+    #[inline(never)]
+    fn drain_over_high(&mut self, zone: &Zone, class: usize) -> usize {
+        let target = self.high - (self.high >> LARGE_DRAIN_SHIFT);
+        let drained = self.drain(zone, self.count - target, class);
+        self.missed += drained;
+        drained
     }
 
     /// The tick: `high` decays by an eighth towards `high_min` and the

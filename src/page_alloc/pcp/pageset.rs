@@ -339,24 +339,51 @@ impl Pageset {
     /// (`large.rs`); straight from the zone when the lock is busy. Returns
     /// the head (null when the zone is out of memory), with kind `None` and
     /// its CLEAN flag, and the block's class.
+    /// `knobs` reads the knobs in force, only on a refill.
+    #[inline]
     pub fn alloc_large(
         &self,
         zone: &Zone,
         class: usize,
-        k: &Knobs,
+        knobs: impl Fn() -> Knobs,
         owner: bool,
     ) -> (*mut Page, usize) {
         let Some(mut g) = self.enter(owner) else {
-            self.lock_busy.fetch_add(1, Relaxed);
-            let pages = crate::page_alloc::classes::class_pages(class);
-            return (zone.alloc_exact(pages, 0, MigrateType::Movable), class);
+            return self.alloc_large_busy(zone, class);
         };
+        let (p, c) = g.large.take(class);
+        if !p.is_null() {
+            // The pageset's own counters see the large lists too.
+            g.c.pgalloc += crate::page_alloc::classes::class_pages(c) as u64;
+            return (p, c);
+        }
+        Self::refill_large(&mut g, zone, class, &knobs())
+    }
+
+    /// [`alloc_large`](Self::alloc_large) when the lock is busy: from the
+    /// zone.
+    #[cold]
+    #[inline(never)]
+    fn alloc_large_busy(&self, zone: &Zone, class: usize) -> (*mut Page, usize) {
+        self.lock_busy.fetch_add(1, Relaxed);
+        let pages = crate::page_alloc::classes::class_pages(class);
+        (zone.alloc_exact(pages, 0, MigrateType::Movable), class)
+    }
+
+    /// [`alloc_large`](Self::alloc_large)'s miss: a refill of the large
+    /// lists from the zone, counted as pages moved from and to the zone.
+    #[cold]
+    #[inline(never)]
+    fn refill_large(
+        g: &mut PagesetGuard<'_>,
+        zone: &Zone,
+        class: usize,
+        k: &Knobs,
+    ) -> (*mut Page, usize) {
         let params = zone.pcp_params();
         let (refilled, drained) = (g.large.c.refill_pages, g.large.c.drained_pages);
-        let (p, c) = g.large.alloc(zone, class, &params, k);
+        let (p, c) = g.large.refill(zone, class, &params, k);
         if !p.is_null() {
-            // The pageset's own counters see the large lists too: pages
-            // handed out, and pages moved from and to the zone.
             let pages = crate::page_alloc::classes::class_pages(c) as u64;
             g.c.pgalloc += pages;
             g.c.alloc_zone += g.large.c.refill_pages - refilled;
@@ -372,32 +399,43 @@ impl Pageset {
     /// `head` heads an exact block of `class_pages(class)` pages of `zone`
     /// that the caller owns and no longer uses; its other descriptors are
     /// `None`.
+    #[inline]
     pub unsafe fn free_large(
         &self,
         zone: &Zone,
         head: *mut Page,
         class: usize,
-        k: &Knobs,
+        knobs: impl Fn() -> Knobs,
         owner: bool,
     ) {
         let Some(mut g) = self.enter(owner) else {
-            self.lock_busy.fetch_add(1, Relaxed);
-            let pages = crate::page_alloc::classes::class_pages(class);
             // SAFETY: forwarded contract.
-            unsafe { zone.free_exact(head, pages) };
-            return;
+            return unsafe { self.free_large_busy(zone, head, class) };
         };
-        let params = zone.pcp_params();
         // SAFETY: forwarded contract.
-        let drained = unsafe { g.large.free(zone, head, class, &params, k) };
+        let drained = unsafe { g.large.free(zone, head, class, &knobs) };
         g.c.pgfree += crate::page_alloc::classes::class_pages(class) as u64;
         g.c.free_zone += drained as u64;
         if drained > 0 {
             drop(g);
-            if k.heuristics.has(heuristic::BELOW_HIGH) {
+            if knobs().heuristics.has(heuristic::BELOW_HIGH) {
                 zone.clear_below_high_if_ok();
             }
         }
+    }
+
+    /// [`free_large`](Self::free_large) when the lock is busy: to the
+    /// zone.
+    ///
+    /// # Safety
+    /// As [`free_large`](Self::free_large).
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_large_busy(&self, zone: &Zone, head: *mut Page, class: usize) {
+        self.lock_busy.fetch_add(1, Relaxed);
+        let pages = crate::page_alloc::classes::class_pages(class);
+        // SAFETY: forwarded contract.
+        unsafe { zone.free_exact(head, pages) };
     }
 
     /// The maintenance tick for this pageset: decay an auto-tuned high
