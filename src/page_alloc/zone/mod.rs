@@ -141,8 +141,11 @@ pub struct Zone {
     /// below are read by every pageset without the lock (the kernel pads
     /// `struct zone` the same way).
     locked: CachePadded<Locked<ZoneInner>>,
-    free_pages: AtomicUsize,
-    dirty_free_pages: AtomicUsize,
+    /// The free counts' mirrors, written at every release of the lock: on
+    /// a line of their own, so the read-mostly atomics below (the epoch
+    /// every large bin and the pcp bounds every pageset reads) do not
+    /// bounce between CPUs with them.
+    mirrors: CachePadded<FreeMirrors>,
     managed_pages: AtomicUsize,
     flags: AtomicU32,
     wmark: [AtomicUsize; 3],
@@ -175,8 +178,10 @@ impl Zone {
     pub const fn new() -> Zone {
         Zone {
             locked: CachePadded::new(Locked::new(ZoneInner::new())),
-            free_pages: AtomicUsize::new(0),
-            dirty_free_pages: AtomicUsize::new(0),
+            mirrors: CachePadded::new(FreeMirrors {
+                free_pages: AtomicUsize::new(0),
+                dirty_free_pages: AtomicUsize::new(0),
+            }),
             managed_pages: AtomicUsize::new(0),
             flags: AtomicU32::new(0),
             wmark: [const { AtomicUsize::new(0) }; 3],
@@ -245,7 +250,7 @@ impl Zone {
     /// Free pages (racy read of the mirror).
     #[inline]
     pub fn free_pages(&self) -> usize {
-        self.free_pages.load(Relaxed)
+        self.mirrors.free_pages.load(Relaxed)
     }
 
     /// Free pages an allocation can have now: the resident ones, and as
@@ -265,7 +270,7 @@ impl Zone {
     /// the mirror; see `ZoneInner::dirty_free`).
     #[inline]
     pub fn dirty_free_pages(&self) -> usize {
-        self.dirty_free_pages.load(Relaxed)
+        self.mirrors.dirty_free_pages.load(Relaxed)
     }
 
     /// Managed pages (racy read of the mirror).
@@ -605,8 +610,21 @@ impl Drop for ZoneGuard<'_> {
 /// Refreshes the lock-free mirrors of the free counts from the locked
 /// state.
 fn publish_mirrors(g: &ZoneGuard<'_>) {
-    g.zone.free_pages.store(g.inner.free, Relaxed);
-    g.zone.dirty_free_pages.store(g.inner.dirty_free(), Relaxed);
+    // Stored only when changed: a store takes the line from every reader.
+    let m = &g.zone.mirrors;
+    let (free, dirty) = (g.inner.free, g.inner.dirty_free());
+    if m.free_pages.load(Relaxed) != free {
+        m.free_pages.store(free, Relaxed);
+    }
+    if m.dirty_free_pages.load(Relaxed) != dirty {
+        m.dirty_free_pages.store(dirty, Relaxed);
+    }
+}
+
+/// The lock-free mirrors of the zone's free counts (see `Zone::mirrors`).
+struct FreeMirrors {
+    free_pages: AtomicUsize,
+    dirty_free_pages: AtomicUsize,
 }
 
 /// Page counts found by [`Zone::check_invariants`], by block kind.
