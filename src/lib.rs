@@ -230,6 +230,9 @@ pub mod internals {
     pub use crate::section::{desc_of, page_addr};
     pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
     pub use crate::slab::heap::{Local, PARK_HIGH_MAX, PARK_HIGH_MIN};
+    pub use crate::slab::large_bins::{
+        LargeBins, BINS_HIGH_MAX, BINS_HIGH_MIN, BIN_CLASSES, BIN_MAX_BYTES, BIN_SLOTS,
+    };
     pub use crate::slab::remote::{REMOTE_BATCH, REMOTE_SLOTS};
     pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
     pub use crate::stats_report::{contention_percent, count_cxx, CxxCall};

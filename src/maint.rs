@@ -7,7 +7,8 @@
 //! against), decays every pageset's auto-tuned high and drains the excess
 //! (`decay_pcp_high`), drains pagesets that stayed idle for a few ticks,
 //! clears ZONE_BELOW_HIGH once the zone is above its high watermark again,
-//! takes back the slabs thread heaps parked, sweeps abandoned thread heaps,
+//! takes back the slabs thread heaps parked and the large bins of threads
+//! that stopped using them, sweeps abandoned thread heaps,
 //! unmaps cached huge blocks that stayed idle, gives free memory that
 //! stayed idle for a tick back to the OS, and takes whole free blocks that
 //! stayed given back for two more offline; and, as khugepaged, collapses
@@ -57,6 +58,7 @@ pub fn tick(
     zone.clear_below_high_if_ok();
     let home = pages.through(work.home, false);
     heaps.release_parked_everywhere(&home);
+    heaps.drain_idle_large_bins(zone.epoch(), &home);
     heaps.collect_abandoned(&home);
     let unmapped = huge.tick(&zone.budget, zone.epoch());
     if work.release_memory {

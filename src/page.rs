@@ -51,9 +51,9 @@ pub enum PageKind {
     Slab = 5,
     /// Tail page of a slab; `head` points at the slab's head descriptor.
     SlabTail = 6,
-    /// Unused since large blocks are cached on the pagesets' lists
-    /// (`PcpLarge`) instead of a thread heap's one-block cache; the value
-    /// stays reserved so no other kind reads as it.
+    /// Head of a freed large block kept in a thread heap's large bins
+    /// (`slab/large_bins.rs`); its large-block fields (class tag, pages)
+    /// stay as they were.
     Cached = 7,
     /// Head of a huge block: the only block of a huge section (see
     /// `large/huge.rs`), handed out.

@@ -190,6 +190,9 @@ pub struct Stats {
     pub slabs_short_lived: u64,
     /// Objects freed by other threads and collected by their owner.
     pub remote_frees: u64,
+    /// The thread heaps' large bins: requests, hits, frees, pages
+    /// spilled, free_high spills, and the pages they hold.
+    pub large_bins: [u64; 6],
     /// Huge blocks.
     pub huge: HugeUsage,
     /// What reclaims gave back.
@@ -241,6 +244,7 @@ impl Stats {
             slabs_retired: 0,
             slabs_short_lived: 0,
             remote_frees: 0,
+            large_bins: [0; 6],
             huge,
             reclaim: parts.reclaim,
             thp: (
@@ -314,6 +318,17 @@ impl Stats {
             s.slabs_retired += h.slabs_retired.load(Relaxed);
             s.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
             s.remote_frees += h.remote_collected.load(Relaxed);
+            let b = &h.large_bins;
+            for (sum, c) in s.large_bins.iter_mut().zip([
+                &b.c.alloc,
+                &b.c.hits,
+                &b.c.free,
+                &b.c.spilled_pages,
+                &b.c.free_high,
+            ]) {
+                *sum += c.load(Relaxed);
+            }
+            s.large_bins[5] += b.held_pages() as u64;
         });
         s
     }
@@ -509,6 +524,12 @@ impl Stats {
             "slabs_live" => self.slabs_created - self.slabs_retired,
             "slabs_short_lived" => self.slabs_short_lived,
             "remote_frees" => self.remote_frees,
+            "large_bin_allocs" => self.large_bins[0],
+            "large_bin_hits" => self.large_bins[1],
+            "large_bin_frees" => self.large_bins[2],
+            "large_bin_spilled_pages" => self.large_bins[3],
+            "large_bin_free_high" => self.large_bins[4],
+            "large_bin_pages" => self.large_bins[5],
             "huge_blocks" => self.huge.live,
             "huge_live_bytes" => self.huge.live_bytes,
             "huge_bytes" => self.huge.bytes,

@@ -208,3 +208,25 @@ fn idle_single_thread_gives_memory_back() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The large bins (freed blocks of up to 256 KiB kept for their thread)
+/// under the budget: a thread that frees 48 x 96 KiB and stays alive keeps
+/// some in its bins; when another thread reaches the limit, the reclaim
+/// spills them too; a thread that exits gives them back. (Without the
+/// spill at the limit, "limit" fails: the idle thread's bins keep
+/// their pages until a tick finds them idle.)
+#[test]
+fn large_bins_go_back_at_the_limit_and_at_exit() {
+    for mode in ["idle", "limit", "exit"] {
+        on_pcpalloc(
+            "budget_bins",
+            &[mode],
+            &[
+                ("PCPALLOC_MEMORY_LIMIT", "48MiB"),
+                ("PCPALLOC_DECAY_MS", "100000"),
+            ],
+            QUICK,
+        )
+        .assert_says(&format!("budget_bins {mode} ok"));
+    }
+}

@@ -136,6 +136,10 @@ fn bad_frees_abort_with_one_line() {
     for (case, needle) in [
         ("double_free_small", "free(): double free detected 0x"),
         ("double_free_large", "free(): double free detected 0x"),
+        (
+            "double_free_large_remote",
+            "free(): double free detected 0x",
+        ),
         ("double_free_remote", "free(): double free detected 0x"),
         (
             "double_free_remote_pending",

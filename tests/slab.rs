@@ -441,3 +441,132 @@ fn grouping_by_lifetime_keeps_long_lived_objects_out_of_churned_pageblocks() {
         "{whole} whole free pageblocks against {whole_mixed}"
     );
 }
+
+/// A heap's large bins through a scripted sequence, with the values the
+/// pageset formulas give: a freed block waits in its class's bin and
+/// serves the next request of the class (last in, first out); a full bin
+/// spills its colder half, a free past `high` spills from the largest
+/// class, both remembered, so the next miss grows `high` by the class's
+/// pages; the owner's first use in a new tick decays `high` by an eighth;
+/// a thread that only frees spills down to `high_min` (free_high); bins
+/// left alone for a whole tick are spilled by the tick; and a binned block
+/// reads as freed (`Cached`), so a second free is caught.
+#[test]
+fn large_bins_tune_high_like_a_pageset() {
+    use pcpalloc::internals::{
+        large_class_of, large_class_pages, PageKind, BINS_HIGH_MIN, BIN_CLASSES, BIN_SLOTS,
+    };
+    let env = Env::new(256 << 20);
+    let pages = env.pages();
+    let h = env.heap();
+    let bins = &h.large_bins;
+    let epoch = || env.pa.zone.epoch();
+    let alloc = |npages: usize| {
+        let p = large::alloc(&pages, npages * PAGE_SIZE, PAGE_SIZE, false);
+        assert!(!p.is_null());
+        p
+    };
+    // The owner's side, as the runtime's paths use it.
+    let put = |p: *mut u8| {
+        let b = desc_of(p as usize).cast::<pcpalloc::internals::LargeBlock>();
+        // SAFETY: a live block of env's, of a binned class, freed by this
+        // thread, which owns h.
+        unsafe {
+            let class = usize::from((*b).order) - 1;
+            bins.put(b, class, epoch(), &pages);
+        }
+    };
+    let take = |npages: usize| {
+        let class = large_class_of(npages);
+        // SAFETY: this thread owns h.
+        let head = unsafe { bins.take(class, epoch(), &pages) };
+        if head.is_null() {
+            None
+        } else {
+            // SAFETY: taken out of the bins: ours.
+            Some(pcpalloc::internals::page_addr(head))
+        }
+    };
+    let kind = |p: *mut u8| {
+        // SAFETY: descriptors of env's zone are readable.
+        unsafe { (*desc_of(p as usize)).kind() }
+    };
+    assert_eq!(large_class_pages(BIN_CLASSES - 1), 64, "bins reach 256 KiB");
+    assert_eq!(bins.state(), (0, BINS_HIGH_MIN));
+
+    // Eight 64 KiB blocks fill their bin; the last in is the first out.
+    let blocks: Vec<_> = (0..BIN_SLOTS).map(|_| alloc(16)).collect();
+    for &p in &blocks {
+        put(p);
+        assert_eq!(kind(p), PageKind::Cached, "a binned block reads as freed");
+    }
+    assert_eq!(bins.state(), (8 * 16, BINS_HIGH_MIN));
+    assert_eq!(take(16), Some(blocks[7] as usize));
+    put(blocks[7]);
+    // A ninth block: the bin spills its colder half (4 blocks, 64 pages)
+    // to the pageset first.
+    let ninth = alloc(16);
+    put(ninth);
+    assert_eq!(bins.state(), (5 * 16, BINS_HIGH_MIN));
+    assert_eq!(bins.c.spilled_pages.load(Relaxed), 64);
+    assert_eq!(
+        kind(blocks[0]),
+        PageKind::PcpLarge,
+        "spilled to the pageset"
+    );
+    assert_eq!(kind(blocks[4]), PageKind::Cached);
+    // The spill was for lack of room: the next miss grows high by the
+    // missing class's pages (64), once.
+    assert_eq!(take(64), None);
+    assert_eq!(bins.state(), (80, BINS_HIGH_MIN + 64));
+    assert_eq!(take(64), None);
+    assert_eq!(bins.state(), (80, BINS_HIGH_MIN + 64), "missed is used up");
+
+    // Past high (320 pages): three 256 KiB blocks fit (80 + 192 = 272),
+    // the fourth spills one block of the largest class first.
+    let big: Vec<_> = (0..4).map(|_| alloc(64)).collect();
+    for &p in &big {
+        put(p);
+    }
+    assert_eq!(bins.state(), (272, 320));
+    assert_eq!(
+        kind(big[0]),
+        PageKind::PcpLarge,
+        "the coldest of the largest class"
+    );
+    assert_eq!(bins.c.spilled_pages.load(Relaxed), 64 + 64);
+
+    // A tick: the owner's first use decays high by an eighth (320 → 280)
+    // towards BINS_HIGH_MIN; 272 pages fit under it, nothing spills.
+    env.tick();
+    assert!(take(16).is_some());
+    assert_eq!(bins.state(), (256, 280));
+
+    // A thread that only frees: once free_count (pages freed since the
+    // last allocation, halved by each) reaches twice high while the bins
+    // hold more than BINS_HIGH_MIN, they spill down to it and high is cut
+    // by 64 pages (not under BINS_HIGH_MIN).
+    // Here free_count is 140 (280 halved by the allocation above); each
+    // 16-page free adds 16, so the 27th reaches 2 × 280 = 560. Until then
+    // the 16-page bin fills and spills its colder half every fourth free.
+    let mut first = None;
+    for i in 0..40 {
+        put(alloc(16));
+        if first.is_none() && bins.c.free_high.load(Relaxed) == 1 {
+            first = Some((i, bins.state()));
+        }
+    }
+    // 64 pages kept, then the block freed: 80; high cut to 216, raised to
+    // BINS_HIGH_MIN.
+    assert_eq!(first, Some((26, (80, BINS_HIGH_MIN))));
+    assert_eq!(bins.c.free_high.load(Relaxed), 1, "free_count starts over");
+
+    // Left alone for a whole tick, the bins go back to the pageset whole
+    // (the tick after the one in which they were last used).
+    env.tick();
+    assert_ne!(bins.state().0, 0, "used during the last tick: kept");
+    env.tick();
+    assert_eq!(bins.state().0, 0, "idle for a whole tick: spilled");
+    bins.check();
+    env.check();
+}

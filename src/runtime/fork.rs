@@ -10,7 +10,6 @@
 //! is next needed.
 
 use crate::meta;
-use crate::runtime::settings::{PcpMode, SETTINGS};
 use crate::sync;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
@@ -147,9 +146,8 @@ extern "C" fn child() {
     tls::set_alive();
     process::after_fork_child();
     tick::after_fork_child();
-    if SETTINGS.pcp_mode() == PcpMode::Thread {
-        sync::membarrier_init();
-    }
+    // The registration is the process's (its mm's): the child asks again.
+    sync::membarrier_init();
 }
 
 /// Registers the handlers (once, from the library's constructor: see

@@ -5,7 +5,9 @@
 use crate::geometry::{LARGE_MAX, PAGE_SIZE};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
+use crate::page_alloc::classes;
 use crate::slab::classes::CLASS_SIZE;
+use crate::slab::large_bins::{BIN_CLASSES, BIN_MAX_BYTES};
 use crate::slab::{self, Freed, Heap, Slab};
 use crate::trace::Op;
 
@@ -243,9 +245,36 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
 /// A large (≤ 4 MiB) or huge allocation of `size` bytes aligned to `align`
 /// (a power of two ≥ the page size for large blocks); zeroed if `zero`.
 /// Null results set errno to ENOMEM.
-#[cold]
+///
+/// A request of at most 256 KiB is first sought in the thread's large bins
+/// (`slab/large_bins.rs`): no CPU lookup, no lock, no atomic
+/// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    if size <= BIN_MAX_BYTES && align <= PAGE_SIZE {
+        let h = tls::heap();
+        // SAFETY: the TLS heap is this thread's, or the empty heap (no heap
+        // yet, past the exit hook, or tracing), whose bins are never used.
+        unsafe {
+            if !(*h).is_empty_heap() {
+                let class = classes::class_of(size.div_ceil(PAGE_SIZE).max(1));
+                let head = (*h)
+                    .large_bins
+                    .take(class, PAGES.zone.epoch(), &pages_of(&*h));
+                if !head.is_null() {
+                    (*h).note_large_allocated(classes::class_pages(class) * PAGE_SIZE);
+                    return large::make_of_class(head, class, size, zero);
+                }
+            }
+        }
+    }
+    alloc_big_slow(size, align, zero)
+}
+
+/// [`alloc_big`] past the large bins.
+#[cold]
+#[inline(never)]
+fn alloc_big_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
     let p = alloc_page_block(size, align, zero);
     if record::tracing() && !p.is_null() {
         let h = thread_heap();
@@ -321,6 +350,18 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
     // SAFETY: forwarded contract; checked_block validates the rest.
     unsafe {
         let b = large::checked_block(p, d, Caller::Free);
+        // A block of a binned class goes to this thread's large bins (the
+        // empty heap — no heap, exited, tracing — has none).
+        let class = usize::from((*b).order).wrapping_sub(1);
+        if class < BIN_CLASSES && (*b).kind() == PageKind::Large {
+            let h = tls::heap();
+            if !(*h).is_empty_heap() {
+                (*h).note_large_freed(classes::class_pages(class) * PAGE_SIZE);
+                (*h).large_bins
+                    .put(b, class, PAGES.zone.epoch(), &pages_of(&*h));
+                return;
+            }
+        }
         let h = current_heap();
         if record::tracing() && !(*h).is_empty_heap() {
             record::record(&*h, Op::Free, p, 0, 0);

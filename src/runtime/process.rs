@@ -176,9 +176,9 @@ fn init() -> bool {
     super::record::start();
     let thread_mode = SETTINGS.pcp_mode() == PcpMode::Thread;
     THREAD_MODE.store(thread_mode, Relaxed);
-    if thread_mode {
-        crate::sync::membarrier_init();
-    }
+    // Thread pagesets and every heap's large bins are entered by their
+    // owner with plain stores when the process can ask for a membarrier.
+    crate::sync::membarrier_init();
     true
 }
 

@@ -54,6 +54,7 @@ use crate::trace::Buffer;
 
 use super::bin::{Bins, BIN_LIMIT};
 use super::classes::{CLASS_SIZE, NR_CLASSES};
+use super::large_bins::LargeBins;
 use super::lifetime::Lifetimes;
 use super::object::FreeObject;
 use super::parked::Parked;
@@ -147,6 +148,9 @@ pub struct Heap {
     /// The trace buffer of the heap's thread, while tracing (null
     /// otherwise; made on the first event and kept with the heap).
     pub trace: AtomicPtr<Buffer>,
+    /// Freed large blocks of up to 256 KiB kept for this thread
+    /// (`large_bins.rs`).
+    pub large_bins: LargeBins,
 }
 
 /// What a heap's counters say about bytes in use (see [`Heap::usage`]).
@@ -224,6 +228,7 @@ impl Heap {
             large_allocated: AtomicU64::new(0),
             large_freed: AtomicU64::new(0),
             trace: AtomicPtr::new(ptr::null_mut()),
+            large_bins: LargeBins::new(),
         }
     }
 

@@ -199,6 +199,35 @@ impl HeapRegistry {
         n
     }
 
+    /// The tick's share of the large bins: spills those of every live
+    /// thread that used them in neither tick `epoch` nor the one before.
+    /// (A lost heap's bins — a thread that did not survive fork — stay as
+    /// they are: its lock may be held by that thread.) Returns the pages
+    /// spilled.
+    pub fn drain_idle_large_bins(&self, epoch: u32, pages: &Pages<'_>) -> usize {
+        let mut n = 0;
+        self.for_each(|h| {
+            if h.state.load(Relaxed) == HEAP_ACTIVE {
+                n += h.large_bins.drain_if_idle(epoch, pages);
+            }
+        });
+        n
+    }
+
+    /// Spills the large bins of every live thread (a reclaim at the memory
+    /// limit; the caller holds the tick's lock, see
+    /// [`LargeBins::drain_remote`](super::large_bins::LargeBins::drain_remote)).
+    /// Returns the pages spilled.
+    pub fn drain_all_large_bins(&self, pages: &Pages<'_>) -> usize {
+        let mut n = 0;
+        self.for_each(|h| {
+            if h.state.load(Relaxed) == HEAP_ACTIVE {
+                n += h.large_bins.drain_remote(pages);
+            }
+        });
+        n
+    }
+
     /// In a forked child: every heap but `me` belonged to a thread that
     /// does not exist there; mark the active ones lost (never reused).
     pub fn mark_lost_except(&self, me: *const Heap) {

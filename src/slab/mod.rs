@@ -20,7 +20,10 @@
 //! - `parked.rs`: a heap's emptied slabs kept for reuse;
 //! - `remote.rs`: other heaps' objects a thread freed, sent back in
 //!   batches;
-//! - `heaps.rs`: every heap of an allocator, and the abandoned ones.
+//! - `heaps.rs`: every heap of an allocator, and the abandoned ones;
+//! - `large_bins.rs`: a heap's freed large blocks of up to 256 KiB, kept
+//!   for its thread in front of the pageset (the thread cache of the
+//!   page-granular band).
 //!
 //! The fast paths: allocation pops the class's bin ([`Heap::alloc_fast`]:
 //! no atomics, one branch); free pushes on the freeing thread's bin,
@@ -36,6 +39,7 @@ pub mod classes;
 pub mod free;
 pub mod heap;
 pub mod heaps;
+pub mod large_bins;
 pub mod lifetime;
 pub mod object;
 mod park_high;

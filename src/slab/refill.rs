@@ -222,12 +222,15 @@ impl Owned<'_> {
     }
 
     /// Collects remote frees on every slab and gives every empty slab
-    /// back, the current ones included (thread exit, trim, reclaim, the
-    /// sweep of abandoned heaps). Returns how many slabs went back.
+    /// back, the current ones included, and spills the large bins (thread
+    /// exit, trim, reclaim, the sweep of abandoned heaps). Returns how
+    /// many slabs went back.
     pub fn collect(&mut self, pages: &Pages<'_>) -> usize {
         self.flush_remote();
         let before = self.heap.slabs_retired.load(Relaxed);
         self.flush_bins(pages);
+        // SAFETY: this handle is the heap's owner.
+        unsafe { self.heap.large_bins.drain(pages) };
         self.process_delayed(pages);
         self.release_parked_owned(pages);
         // SAFETY: every slab reached is owned by this heap.

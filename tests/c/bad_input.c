@@ -117,6 +117,14 @@ int main(int argc, char **argv) {
         char *p = opaque(malloc(20000));
         free(opaque(p));
         free(opaque(p));
+    } else if (eq(c, "double_free_large_remote")) {
+        /* kept in this thread's large bins, freed again by another one */
+        static char *p;
+        p = opaque(malloc(100000));
+        free(opaque(p));
+        pthread_t t;
+        pthread_create(&t, NULL, (void *(*)(void *))free, p);
+        pthread_join(t, NULL);
     } else if (eq(c, "double_free_remote")) {
         /* freed by this thread, freed again by another one */
         static char *p;

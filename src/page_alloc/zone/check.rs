@@ -116,7 +116,10 @@ impl Zone {
                     let (kind, order) = unsafe { ((*d).kind(), (*d).order as u32) };
                     // An exact block's order byte is its size class: it is
                     // page-aligned only.
-                    if !matches!(kind, PageKind::Large | PageKind::PcpLarge) {
+                    if !matches!(
+                        kind,
+                        PageKind::Large | PageKind::PcpLarge | PageKind::Cached
+                    ) {
                         assert!(order <= MAX_PAGE_ORDER);
                         assert_eq!(a % (PAGE_SIZE << order), 0, "block head not aligned");
                     }
@@ -229,7 +232,10 @@ unsafe fn block_pages(d: *mut Page) -> usize {
     // SAFETY: forwarded contract; a Large head is read through its view.
     unsafe {
         let k = (*d).kind();
-        if (k == PageKind::Large && (*d).flags & flags::EXACT != 0) || k == PageKind::PcpLarge {
+        if (k == PageKind::Large && (*d).flags & flags::EXACT != 0)
+            || k == PageKind::PcpLarge
+            || k == PageKind::Cached
+        {
             (*d.cast::<LargeBlock>()).pages as usize
         } else {
             1usize << (*d).order

@@ -1,0 +1,425 @@
+//! Large bins: a thread heap's cache of freed large blocks of up to
+//! 256 KiB (the reach of tcmalloc's thread cache), in front of the
+//! pageset's large lists (`page_alloc/pcp/large.rs`). A bin is a short
+//! stack of blocks of one size class: a free pushes the block, the next
+//! request of the class on this thread pops it — no CPU lookup, no atomic
+//! read-modify-write, no list links to rewrite in other descriptors.
+//!
+//! The bins self-tune as a pageset does (seed 000), in pages:
+//!
+//! - `high` bounds the pages held; a free past it, or into a full bin,
+//!   spills the bin's coldest blocks (then other bins', largest class
+//!   first) to the pageset, and remembers them in `missed`;
+//! - a miss grows `high` by the class's pages, as far as blocks were
+//!   spilled for lack of room since the last tick (the refill half of
+//!   patch 7), up to [`BINS_HIGH_MAX`];
+//! - `free_count` counts pages freed since the last allocation (halved by
+//!   each allocation, as patch 9's): when it reaches twice `high` the
+//!   thread only frees, and a free_high spill leaves a quarter of
+//!   [`BINS_HIGH_MIN`] — the threads that allocate what it frees need the
+//!   rest — and cuts `high` towards [`BINS_HIGH_MIN`];
+//! - at its first use in each tick the owner decays `high` by an eighth
+//!   towards [`BINS_HIGH_MIN`] and spills the excess; the bins of a thread
+//!   that used them in neither this tick nor the last are spilled whole by
+//!   the tick itself ([`LargeBins::drain_if_idle`]), so idle memory goes
+//!   back as a pageset's does.
+//!
+//! The owner enters through a [`BiasedLock`] (plain stores while no one
+//! else wants in); the tick, a reclaim and the checker take its remote
+//! side. A block in a bin keeps its large-block descriptor (class tag and
+//! pages) with kind `Cached`, so freeing it again is a double free; it is
+//! charged to the budget as any block the page allocator handed out.
+//!
+//! Invariants (checked by [`LargeBins::check`]): `count` = Σ pages of the
+//! binned blocks = `held`; every block in bin `c` is a `Cached` head of
+//! `class_pages(c)` pages; `len[c] ≤ BIN_SLOTS`.
+
+use core::cell::UnsafeCell;
+use core::ptr;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use crate::geometry::PAGE_SIZE;
+use crate::page::{LargeBlock, Page, PageKind};
+use crate::page_alloc::classes::{class_of, class_pages};
+use crate::page_alloc::Pages;
+use crate::sync::{bump, BiasedLock};
+
+/// Size classes with a bin: every class up to 64 pages.
+pub const BIN_CLASSES: usize = class_of(64) + 1;
+/// Blocks one bin holds.
+pub const BIN_SLOTS: usize = 8;
+/// The largest request served from the bins: 256 KiB.
+pub const BIN_MAX_BYTES: usize = class_pages(BIN_CLASSES - 1) * PAGE_SIZE;
+/// `high`'s floor, in pages (1 MiB).
+pub const BINS_HIGH_MIN: usize = 256;
+/// `high`'s ceiling, in pages (4 MiB, what one tcmalloc thread cache may
+/// hold).
+pub const BINS_HIGH_MAX: usize = 1024;
+/// `high` decays by `high >> DECAY_SHIFT` each tick.
+const DECAY_SHIFT: u32 = 3;
+/// A free_high spill cuts `high` by this many pages (not under
+/// BINS_HIGH_MIN)...
+const FREE_HIGH_CUT: usize = 64;
+/// ... and keeps this many (64 pages): a thread that only frees has no use
+/// for more, the threads that allocate what it frees do.
+const FREE_HIGH_KEEP: usize = BINS_HIGH_MIN / 4;
+
+/// Counters of a heap's large bins, written under the bins' lock with a
+/// load and a store (no read-modify-write), read racily by the report.
+#[derive(Debug, Default)]
+pub struct BinCounters {
+    /// Requests the bins were asked for.
+    pub alloc: AtomicU64,
+    /// Of those, served from a bin.
+    pub hits: AtomicU64,
+    /// Blocks freed into the bins.
+    pub free: AtomicU64,
+    /// Pages spilled to the pageset (room, free_high, decay, drains).
+    pub spilled_pages: AtomicU64,
+    /// free_high spills (a thread that only frees).
+    pub free_high: AtomicU64,
+}
+
+impl BinCounters {
+    const fn new() -> BinCounters {
+        BinCounters {
+            alloc: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            free: AtomicU64::new(0),
+            spilled_pages: AtomicU64::new(0),
+            free_high: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The bins' state, behind the lock.
+struct State {
+    slots: [[*mut Page; BIN_SLOTS]; BIN_CLASSES],
+    len: [u8; BIN_CLASSES],
+    /// Pages in the bins.
+    count: usize,
+    /// Above it, frees spill (pages).
+    high: usize,
+    /// Pages spilled for lack of room since the last tick.
+    missed: usize,
+    /// Pages freed since the last allocation (halved by each).
+    free_count: usize,
+}
+
+/// A heap's large bins. See the module docs.
+pub struct LargeBins {
+    lock: BiasedLock,
+    state: UnsafeCell<State>,
+    /// `count`, for looks without the lock (the tick's idle check).
+    held: AtomicUsize,
+    /// The zone epoch (ticks run) of the owner's last use.
+    epoch: AtomicU32,
+    /// Counters.
+    pub c: BinCounters,
+}
+
+// SAFETY: `state` is only reached under `lock` (the owner's biased side or
+// the remote side); the other fields are atomics.
+unsafe impl Sync for LargeBins {}
+
+impl LargeBins {
+    /// Empty bins.
+    pub const fn new() -> LargeBins {
+        LargeBins {
+            lock: BiasedLock::new(),
+            state: UnsafeCell::new(State {
+                slots: [[ptr::null_mut(); BIN_SLOTS]; BIN_CLASSES],
+                len: [0; BIN_CLASSES],
+                count: 0,
+                high: BINS_HIGH_MIN,
+                missed: 0,
+                free_count: 0,
+            }),
+            c: BinCounters::new(),
+            held: AtomicUsize::new(0),
+            epoch: AtomicU32::new(0),
+        }
+    }
+
+    /// Pages in the bins (a racy look).
+    pub fn held_pages(&self) -> usize {
+        self.held.load(Relaxed)
+    }
+
+    /// Runs `f` on the state as the owner.
+    ///
+    /// # Safety
+    /// The calling thread owns the heap these bins belong to.
+    #[inline(always)]
+    unsafe fn owner<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let e = self.lock.owner_enter();
+        // SAFETY: owner_enter excludes every remote holder.
+        let r = f(unsafe { &mut *self.state.get() });
+        // SAFETY: paired with the enter above.
+        unsafe { self.lock.owner_exit(e) };
+        r
+    }
+
+    /// Runs `f` on the state from anywhere (tick, reclaim, checks).
+    fn remote<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        self.lock.remote_lock(true);
+        // SAFETY: the remote side excludes the owner and other remotes.
+        let r = f(unsafe { &mut *self.state.get() });
+        // SAFETY: taken above.
+        unsafe { self.lock.remote_unlock() };
+        r
+    }
+
+    /// A binned block of `class` (`class < BIN_CLASSES`) for the owner:
+    /// its head descriptor, still `Cached` (the caller makes it a live
+    /// block), or null on a miss. `epoch` is the zone's; `pages` takes
+    /// what a tick's decay spills.
+    ///
+    /// # Safety
+    /// The calling thread owns the heap these bins belong to.
+    #[inline]
+    pub unsafe fn take(&self, class: usize, epoch: u32, pages: &Pages<'_>) -> *mut Page {
+        debug_assert!(class < BIN_CLASSES);
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.owner(|st| {
+                if self.epoch.load(Relaxed) != epoch {
+                    self.on_tick(st, epoch, pages);
+                }
+                st.free_count >>= 1;
+                bump(&self.c.alloc, 1);
+                let n = *st.len.get_unchecked(class) as usize;
+                if n == 0 {
+                    st.grow_on_miss(class);
+                    return ptr::null_mut();
+                }
+                *st.len.get_unchecked_mut(class) = (n - 1) as u8;
+                let p = *st.slots.get_unchecked(class).get_unchecked(n - 1);
+                st.count -= class_pages(class);
+                bump(&self.c.hits, 1);
+                self.held.store(st.count, Relaxed);
+                p
+            })
+        }
+    }
+
+    /// Bins large block `b` of `class` (`class < BIN_CLASSES`), freed by
+    /// the owner: it becomes `Cached`. Spills to `pages` first when the
+    /// bin is full or the bins would pass `high`.
+    ///
+    /// # Safety
+    /// The calling thread owns the heap these bins belong to; `b` is a
+    /// live large block of `class` (tagged `class + 1`, `class_pages(class)`
+    /// pages) that it frees.
+    #[inline]
+    pub unsafe fn put(&self, b: *mut LargeBlock, class: usize, epoch: u32, pages: &Pages<'_>) {
+        debug_assert!(class < BIN_CLASSES);
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.owner(|st| {
+                if self.epoch.load(Relaxed) != epoch {
+                    self.on_tick(st, epoch, pages);
+                }
+                let np = class_pages(class);
+                bump(&self.c.free, 1);
+                st.free_count = (st.free_count + np).min(BINS_HIGH_MAX << 8);
+                let n = *st.len.get_unchecked(class) as usize;
+                if n == BIN_SLOTS || st.count + np > st.high || st.free_count >= 2 * st.high {
+                    st.make_room(class, np, pages, &self.c);
+                }
+                let n = *st.len.get_unchecked(class) as usize;
+                (*b).set_kind(PageKind::Cached);
+                *st.slots.get_unchecked_mut(class).get_unchecked_mut(n) = b.cast();
+                *st.len.get_unchecked_mut(class) = (n + 1) as u8;
+                st.count += np;
+                self.held.store(st.count, Relaxed);
+            })
+        }
+    }
+
+    /// The owner's first use in a new tick: `high` decays by an eighth
+    /// towards BINS_HIGH_MIN, the excess spills, `missed` starts over.
+    #[cold]
+    #[inline(never)]
+    fn on_tick(&self, st: &mut State, epoch: u32, pages: &Pages<'_>) {
+        self.epoch.store(epoch, Relaxed);
+        st.missed = 0;
+        if st.high > BINS_HIGH_MIN {
+            st.high = (st.high - (st.high >> DECAY_SHIFT)).max(BINS_HIGH_MIN);
+        }
+        if st.count > st.high {
+            st.spill(st.count - st.high, pages, &self.c);
+        }
+    }
+
+    /// Spills every block (thread exit, reclaim, flush). Returns the
+    /// pages spilled.
+    ///
+    /// # Safety
+    /// The calling thread owns the heap these bins belong to.
+    pub unsafe fn drain(&self, pages: &Pages<'_>) -> usize {
+        // SAFETY: forwarded contract.
+        let n = unsafe { self.owner(|st| st.spill(usize::MAX, pages, &self.c)) };
+        self.held.store(0, Relaxed);
+        n
+    }
+
+    /// The tick's share: spills the bins whole when their owner used them
+    /// in neither the tick `epoch` nor the one before (as a pageset idle
+    /// for a while is drained). Returns the pages spilled. As
+    /// [`drain_remote`](Self::drain_remote).
+    pub fn drain_if_idle(&self, epoch: u32, pages: &Pages<'_>) -> usize {
+        if epoch.wrapping_sub(self.epoch.load(Relaxed)) < 2 {
+            return 0;
+        }
+        self.drain_remote(pages)
+    }
+
+    /// Spills the bins whole from another thread than the owner (a
+    /// reclaim at the memory limit, or the tick). Returns the pages
+    /// spilled. The caller holds the tick's lock, as fork's handlers take
+    /// it first: no remote side is held across a fork.
+    pub fn drain_remote(&self, pages: &Pages<'_>) -> usize {
+        if self.held.load(Relaxed) == 0 {
+            return 0;
+        }
+        self.remote(|st| {
+            let n = st.spill(usize::MAX, pages, &self.c);
+            self.held.store(st.count, Relaxed);
+            n
+        })
+    }
+
+    /// The pages held and `high`, for tests (the remote side waits for
+    /// the owner to leave).
+    pub fn state(&self) -> (usize, usize) {
+        self.remote(|st| (st.count, st.high))
+    }
+
+    /// Checks the invariants (see the module docs); returns the pages
+    /// held.
+    pub fn check(&self) -> usize {
+        self.remote(|st| {
+            let mut pages = 0;
+            for class in 0..BIN_CLASSES {
+                let n = st.len[class] as usize;
+                assert!(n <= BIN_SLOTS, "a large bin overflows");
+                for &p in &st.slots[class][..n] {
+                    // SAFETY: binned blocks are ours; the lock is held.
+                    unsafe {
+                        assert_eq!(
+                            (*p).kind(),
+                            PageKind::Cached,
+                            "a binned block is not Cached"
+                        );
+                        let b = p.cast::<LargeBlock>();
+                        assert_eq!(
+                            (*b).pages as usize,
+                            class_pages(class),
+                            "a block in the wrong bin"
+                        );
+                        assert_eq!(
+                            (*b).order as usize,
+                            class + 1,
+                            "a binned block lost its tag"
+                        );
+                    }
+                    pages += class_pages(class);
+                }
+            }
+            assert_eq!(pages, st.count, "large bins' count disagrees with the bins");
+            assert_eq!(pages, self.held.load(Relaxed), "large bins' held disagrees");
+            pages
+        })
+    }
+}
+
+impl Default for LargeBins {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl State {
+    /// A miss after blocks were spilled for lack of room: make room for
+    /// one more of `class` (the refill half of the auto-tuning).
+    #[cold]
+    #[inline(never)]
+    fn grow_on_miss(&mut self, class: usize) {
+        if self.missed > 0 {
+            let grow = class_pages(class).min(self.missed);
+            self.missed -= grow;
+            self.high = (self.high + grow).min(BINS_HIGH_MAX);
+        }
+    }
+
+    /// Before a block of `class` (`np` pages) goes in: a thread that only
+    /// frees spills down to FREE_HIGH_KEEP (free_high) and shrinks `high`;
+    /// else a full bin spills its colder half, and the bins spill until
+    /// the block fits under `high`.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, class: usize, np: usize, pages: &Pages<'_>, c: &BinCounters) {
+        if self.free_count >= 2 * self.high && self.count > FREE_HIGH_KEEP {
+            bump(&c.free_high, 1);
+            self.high = self.high.saturating_sub(FREE_HIGH_CUT).max(BINS_HIGH_MIN);
+            self.free_count = 0;
+            self.spill(self.count - FREE_HIGH_KEEP, pages, c);
+        }
+        let mut spilled = 0;
+        if self.len[class] as usize == BIN_SLOTS {
+            spilled += self.spill_class(class, BIN_SLOTS / 2, pages, c);
+        }
+        let mut k = BIN_CLASSES;
+        while self.count + np > self.high && k > 0 {
+            k -= 1;
+            let n = self.len[k] as usize;
+            if n > 0 {
+                let want = (self.count + np - self.high)
+                    .div_ceil(class_pages(k))
+                    .min(n);
+                spilled += self.spill_class(k, want, pages, c);
+            }
+        }
+        self.missed += spilled;
+    }
+
+    /// Spills at least `want` pages (or everything), largest classes
+    /// first. Returns the pages spilled.
+    fn spill(&mut self, want: usize, pages: &Pages<'_>, c: &BinCounters) -> usize {
+        let mut spilled = 0;
+        let mut class = BIN_CLASSES;
+        while spilled < want && class > 0 {
+            class -= 1;
+            let n = self.len[class] as usize;
+            if n > 0 {
+                let k = (want - spilled).div_ceil(class_pages(class)).min(n);
+                spilled += self.spill_class(class, k, pages, c);
+            }
+        }
+        spilled
+    }
+
+    /// Spills the `k` coldest (bottom) blocks of bin `class` to the
+    /// pageset's large lists. Returns the pages spilled.
+    fn spill_class(&mut self, class: usize, k: usize, pages: &Pages<'_>, c: &BinCounters) -> usize {
+        let n = self.len[class] as usize;
+        debug_assert!(k <= n);
+        let np = class_pages(class);
+        for i in 0..k {
+            let p = self.slots[class][i];
+            // SAFETY: a binned block is ours (lock held); it leaves the bins
+            // as a block of kind None, as the pageset wants it.
+            unsafe {
+                let head = LargeBlock::unmake(p.cast());
+                (*head).order = 0;
+                pages.free_large(head, class);
+            }
+        }
+        self.slots[class].copy_within(k..n, 0);
+        self.len[class] = (n - k) as u8;
+        self.count -= k * np;
+        bump(&c.spilled_pages, (k * np) as u64);
+        k * np
+    }
+}
