@@ -479,7 +479,7 @@ fn large_bins_tune_high_like_a_pageset() {
     let take = |npages: usize| {
         let class = large_class_of(npages);
         // SAFETY: this thread owns h.
-        let head = unsafe { bins.take(class, epoch(), &pages) };
+        let (head, _) = unsafe { bins.take(class, epoch(), &pages) };
         if head.is_null() {
             None
         } else {
@@ -567,6 +567,13 @@ fn large_bins_tune_high_like_a_pageset() {
     assert_ne!(bins.state().0, 0, "used during the last tick: kept");
     env.tick();
     assert_eq!(bins.state().0, 0, "idle for a whole tick: spilled");
+
+    // A request takes a block up to two classes larger: 12 pages from a
+    // 16-page block (classes 12, 14, 16), not 10 pages.
+    let sixteen = alloc(16);
+    put(sixteen);
+    assert_eq!(take(10), None);
+    assert_eq!(take(12), Some(sixteen as usize));
     bins.check();
     env.check();
 }

@@ -5,9 +5,8 @@
 use crate::geometry::{LARGE_MAX, PAGE_SIZE};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
-use crate::page_alloc::classes;
 use crate::slab::classes::CLASS_SIZE;
-use crate::slab::large_bins::{BIN_CLASSES, BIN_MAX_BYTES};
+use crate::slab::large_bins::BIN_MAX_BYTES;
 use crate::slab::{self, Freed, Heap, Slab};
 use crate::trace::Op;
 
@@ -257,13 +256,12 @@ pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
         // yet, past the exit hook, or tracing), whose bins are never used.
         unsafe {
             if !(*h).is_empty_heap() {
-                let class = classes::class_of(size.div_ceil(PAGE_SIZE).max(1));
-                let head = (*h)
-                    .large_bins
-                    .take(class, PAGES.zone.epoch(), &pages_of(&*h));
-                if !head.is_null() {
-                    (*h).note_large_allocated(classes::class_pages(class) * PAGE_SIZE);
-                    return large::make_of_class(head, class, size, zero);
+                // Without a background thread, ticks run from allocations
+                // (every so many): bin hits count too.
+                tick::on_slow_path();
+                let p = (*h).alloc_from_bins(size, zero, PAGES.zone.epoch(), &pages_of(&*h));
+                if !p.is_null() {
+                    return p;
                 }
             }
         }
@@ -352,15 +350,9 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
         let b = large::checked_block(p, d, Caller::Free);
         // A block of a binned class goes to this thread's large bins (the
         // empty heap — no heap, exited, tracing — has none).
-        let class = usize::from((*b).order).wrapping_sub(1);
-        if class < BIN_CLASSES && (*b).kind() == PageKind::Large {
-            let h = tls::heap();
-            if !(*h).is_empty_heap() {
-                (*h).note_large_freed(classes::class_pages(class) * PAGE_SIZE);
-                (*h).large_bins
-                    .put(b, class, PAGES.zone.epoch(), &pages_of(&*h));
-                return;
-            }
+        let h = tls::heap();
+        if !(*h).is_empty_heap() && (*h).free_to_bins(b, PAGES.zone.epoch(), &pages_of(&*h)) {
+            return;
         }
         let h = current_heap();
         if record::tracing() && !(*h).is_empty_heap() {

@@ -47,14 +47,18 @@ use core::cell::UnsafeCell;
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
-use crate::page::PageList;
+use crate::geometry::PAGE_SIZE;
+use crate::large;
+use crate::page::{LargeBlock, PageKind, PageList};
+use crate::page_alloc::classes::{class_of as large_class_of, class_pages};
 use crate::page_alloc::pcp::Pageset;
+use crate::page_alloc::Pages;
 use crate::sync::bump;
 use crate::trace::Buffer;
 
 use super::bin::{Bins, BIN_LIMIT};
 use super::classes::{CLASS_SIZE, NR_CLASSES};
-use super::large_bins::LargeBins;
+use super::large_bins::{LargeBins, BIN_CLASSES, BIN_MAX_BYTES};
 use super::lifetime::Lifetimes;
 use super::object::FreeObject;
 use super::parked::Parked;
@@ -465,6 +469,58 @@ impl Owned<'_> {
     pub(super) fn note_collected(&self, _s: *mut Slab, n: u32) {
         if n > 0 {
             bump(&self.heap.remote_collected, u64::from(n));
+        }
+    }
+}
+
+impl Heap {
+    /// malloc's way into the owner's large bins, for a request of `size`
+    /// bytes (at most [`BIN_MAX_BYTES`], aligned to a page at most): the
+    /// live block (zeroed if `zero`), or null on a miss. The runtime's
+    /// paths and the replay call this same function.
+    ///
+    /// # Safety
+    /// The calling thread owns this heap (not the empty heap).
+    #[inline(always)]
+    pub unsafe fn alloc_from_bins(
+        &self,
+        size: usize,
+        zero: bool,
+        epoch: u32,
+        pages: &Pages<'_>,
+    ) -> *mut u8 {
+        debug_assert!(size <= BIN_MAX_BYTES && !self.is_empty_heap());
+        let class = large_class_of(size.div_ceil(PAGE_SIZE).max(1));
+        // SAFETY: forwarded contract.
+        unsafe {
+            let (head, class) = self.large_bins.take(class, epoch, pages);
+            if head.is_null() {
+                return ptr::null_mut();
+            }
+            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
+            large::make_of_class(head, class, size, zero)
+        }
+    }
+
+    /// free's way into the owner's large bins: true when live large block
+    /// `b` (checked) went in, false when its class has no bin (or it is not
+    /// an exact block of a class) and the caller frees it to the pages.
+    ///
+    /// # Safety
+    /// The calling thread owns this heap (not the empty heap) and frees
+    /// `b`, a live large block.
+    #[inline(always)]
+    pub unsafe fn free_to_bins(&self, b: *mut LargeBlock, epoch: u32, pages: &Pages<'_>) -> bool {
+        debug_assert!(!self.is_empty_heap());
+        // SAFETY: forwarded contract.
+        unsafe {
+            let class = usize::from((*b).order).wrapping_sub(1);
+            if class >= BIN_CLASSES || (*b).kind() != PageKind::Large {
+                return false;
+            }
+            self.note_large_freed(class_pages(class) * PAGE_SIZE);
+            self.large_bins.put(b, class, epoch, pages);
+            true
         }
     }
 }

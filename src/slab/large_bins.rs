@@ -2,8 +2,10 @@
 //! 256 KiB (the reach of tcmalloc's thread cache), in front of the
 //! pageset's large lists (`page_alloc/pcp/large.rs`). A bin is a short
 //! stack of blocks of one size class: a free pushes the block, the next
-//! request of the class on this thread pops it — no CPU lookup, no atomic
-//! read-modify-write, no list links to rewrite in other descriptors.
+//! request of the class (or of one up to two classes smaller, as the
+//! pageset's lists serve) on this thread pops it — no CPU lookup, no
+//! atomic read-modify-write, no list links to rewrite in other
+//! descriptors.
 //!
 //! The bins self-tune as a pageset does (seed 000), in pages:
 //!
@@ -55,6 +57,9 @@ pub const BINS_HIGH_MIN: usize = 256;
 /// `high`'s ceiling, in pages (4 MiB, what one tcmalloc thread cache may
 /// hold).
 pub const BINS_HIGH_MAX: usize = 1024;
+/// A request may take a binned block up to this many classes larger
+/// (under a half more), as from the pageset's lists.
+pub const STEP_UP: usize = 2;
 /// `high` decays by `high >> DECAY_SHIFT` each tick.
 const DECAY_SHIFT: u32 = 3;
 /// A free_high spill cuts `high` by this many pages (not under
@@ -170,15 +175,16 @@ impl LargeBins {
         r
     }
 
-    /// A binned block of `class` (`class < BIN_CLASSES`) for the owner:
-    /// its head descriptor, still `Cached` (the caller makes it a live
-    /// block), or null on a miss. `epoch` is the zone's; `pages` takes
-    /// what a tick's decay spills.
+    /// A binned block of `class` (`class < BIN_CLASSES`), or of a class at
+    /// most [`STEP_UP`] larger, as the pageset's lists serve one, for the
+    /// owner: its head descriptor, still `Cached` (the caller makes it a
+    /// live block), and its class; null on a miss. `epoch` is the zone's;
+    /// `pages` takes what a tick's decay spills.
     ///
     /// # Safety
     /// The calling thread owns the heap these bins belong to.
     #[inline]
-    pub unsafe fn take(&self, class: usize, epoch: u32, pages: &Pages<'_>) -> *mut Page {
+    pub unsafe fn take(&self, class: usize, epoch: u32, pages: &Pages<'_>) -> (*mut Page, usize) {
         debug_assert!(class < BIN_CLASSES);
         // SAFETY: forwarded contract.
         unsafe {
@@ -188,17 +194,20 @@ impl LargeBins {
                 }
                 st.free_count >>= 1;
                 bump(&self.c.alloc, 1);
-                let n = *st.len.get_unchecked(class) as usize;
-                if n == 0 {
-                    st.grow_on_miss(class);
-                    return ptr::null_mut();
+                let last = (class + STEP_UP).min(BIN_CLASSES - 1);
+                for c in class..=last {
+                    let n = *st.len.get_unchecked(c) as usize;
+                    if n > 0 {
+                        *st.len.get_unchecked_mut(c) = (n - 1) as u8;
+                        let p = *st.slots.get_unchecked(c).get_unchecked(n - 1);
+                        st.count -= class_pages(c);
+                        bump(&self.c.hits, 1);
+                        self.held.store(st.count, Relaxed);
+                        return (p, c);
+                    }
                 }
-                *st.len.get_unchecked_mut(class) = (n - 1) as u8;
-                let p = *st.slots.get_unchecked(class).get_unchecked(n - 1);
-                st.count -= class_pages(class);
-                bump(&self.c.hits, 1);
-                self.held.store(st.count, Relaxed);
-                p
+                st.grow_on_miss(class);
+                (ptr::null_mut(), class)
             })
         }
     }
@@ -262,6 +271,24 @@ impl LargeBins {
         let n = unsafe { self.owner(|st| st.spill(usize::MAX, pages, &self.c)) };
         self.held.store(0, Relaxed);
         n
+    }
+
+    /// Forgets the tuning (`high`, `missed`, `free_count`) for the next
+    /// thread that adopts the heap; the bins are empty by then (spilled at
+    /// the exit).
+    ///
+    /// # Safety
+    /// The calling thread owns the heap these bins belong to.
+    pub unsafe fn reset_tuning(&self) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.owner(|st| {
+                debug_assert_eq!(st.count, 0);
+                st.high = BINS_HIGH_MIN;
+                st.missed = 0;
+                st.free_count = 0;
+            })
+        }
     }
 
     /// The tick's share: spills the bins whole when their owner used them

@@ -104,6 +104,8 @@ impl Owned<'_> {
         self.local.park_high = PARK_HIGH_MIN;
         self.local.park_missed = 0;
         self.local.lifetimes = Lifetimes::new();
+        // SAFETY: this handle is the heap's owner.
+        unsafe { self.heap.large_bins.reset_tuning() };
     }
 }
 

@@ -9,6 +9,8 @@
 //!   program with 16 busy workers keeps 16 pagesets busy at any CPU count
 //!   of 16 or more, and shares them out below; one-thread processes run
 //!   one after another rotate over the CPUs as a scheduler spreads them.
+//! - Large blocks take the runtime's own path: the thread heap's large
+//!   bins first (blocks of up to 256 KiB), then its CPU's pageset.
 //! - A thread's exit hands its heap back (as pcpalloc's exit hook does);
 //!   the end of a process frees every block it still holds, in address
 //!   order, through its last thread — the kernel frees a dying process's
@@ -31,8 +33,8 @@ use pcpalloc::internals::trace::{Event, Op};
 use pcpalloc::internals::Heap;
 use pcpalloc::internals::{
     class_of, desc_of, free_owned, run_tick, HeapRegistry, HugeBlocks, Knobs, LargeBlock,
-    PageAllocator, Pages, Pageset, StealRules, TickWork, ZoneConfig, LARGE_MAX, PAGE_SIZE,
-    SMALL_MAX,
+    PageAllocator, Pages, Pageset, StealRules, TickWork, ZoneConfig, BIN_MAX_BYTES, LARGE_MAX,
+    PAGE_SIZE, SMALL_MAX,
 };
 
 /// The free key written into freed objects (any constant will do here).
@@ -301,8 +303,18 @@ impl Machine {
             o.alloc(class_of(size), &pages)
         } else {
             // The allocator's own large-block path (runtime/paths.rs calls
-            // the same function).
-            large::alloc(&pages, size.max(SMALL_MAX + 1), align.max(PAGE_SIZE), false)
+            // the same functions): the thread's large bins, then the pages.
+            let (size, align) = (size.max(SMALL_MAX + 1), align.max(PAGE_SIZE));
+            let epoch = self.pa.zone.epoch();
+            let mut p = std::ptr::null_mut();
+            if size <= BIN_MAX_BYTES && align <= PAGE_SIZE {
+                // SAFETY: this replay is the heap's only driver.
+                p = unsafe { (*heap).alloc_from_bins(size, false, epoch, &pages) };
+            }
+            if p.is_null() {
+                p = large::alloc(&pages, size, align, false);
+            }
+            p
         };
         assert!(
             !p.is_null(),
@@ -317,8 +329,9 @@ impl Machine {
     }
 
     /// Frees block `p` as pcpalloc's `free` does: a small object (its page
-    /// names a slab) through the freeing thread's heap, a large block back
-    /// to the pages (its CPU's pageset list of its class).
+    /// names a slab) through the freeing thread's heap, a large block to
+    /// the thread's large bins or back to the pages (its CPU's pageset
+    /// list of its class).
     ///
     /// # Safety
     /// `p` is live in this machine; `heap` is the freeing thread's.
@@ -329,7 +342,10 @@ impl Machine {
             let mut o = (*heap).owned();
             let d = desc_of(p as usize);
             if (*d).head.load(Relaxed).is_null() {
-                large::free(&pages, d.cast::<LargeBlock>());
+                let b = d.cast::<LargeBlock>();
+                if !(*heap).free_to_bins(b, self.pa.zone.epoch(), &pages) {
+                    large::free(&pages, b);
+                }
             } else {
                 free_owned(&mut o, p, KEY, &pages);
             }
