@@ -189,11 +189,19 @@ fn stats_follow_frees() {
 /// VmRSS is back within 8 MiB of the value before the allocation within
 /// 1 s. Also one 12 MiB block: a huge block small enough for the cache, in a
 /// heap too small to start the background thread — the case where, before
-/// the fix, no tick ever ran and the block stayed resident for good.
+/// the fix, no tick ever ran and the block stayed resident for good. And
+/// 10 MiB of 200 KiB blocks freed through the thread's large bins, which
+/// must start the tick as any free does (they did not at first: +10 MiB
+/// for good).
 #[test]
 fn idle_single_thread_gives_memory_back() {
     let mut failures = Vec::new();
-    for (mode, mib) in [("block", "64"), ("small", "64"), ("block", "12")] {
+    for (mode, mib) in [
+        ("block", "64"),
+        ("small", "64"),
+        ("block", "12"),
+        ("binned", "10"),
+    ] {
         let args = [mode, mib, "1000"];
         on_glibc("budget_idle_return", &args).assert_says("budget_idle_return ok");
         let r = on_pcpalloc(
@@ -212,12 +220,14 @@ fn idle_single_thread_gives_memory_back() {
 /// The large bins (freed blocks of up to 256 KiB kept for their thread)
 /// under the budget: a thread that frees 48 x 96 KiB and stays alive keeps
 /// some in its bins; when another thread reaches the limit, the reclaim
-/// spills them too; a thread that exits gives them back. (Without the
+/// spills them too; a thread that exits gives them back, malloc_trim
+/// spills every thread's, and a forked child spills those of the threads
+/// that did not come along. (Without the
 /// spill at the limit, "limit" fails: the idle thread's bins keep
 /// their pages until a tick finds them idle.)
 #[test]
 fn large_bins_go_back_at_the_limit_and_at_exit() {
-    for mode in ["idle", "limit", "exit"] {
+    for mode in ["idle", "limit", "exit", "trim", "fork"] {
         on_pcpalloc(
             "budget_bins",
             &[mode],

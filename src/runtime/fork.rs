@@ -10,6 +10,7 @@
 //! is next needed.
 
 use crate::meta;
+use crate::slab::large_bins;
 use crate::sync;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
@@ -28,27 +29,38 @@ pub struct LockClass {
 /// order, written once; fork walks it.
 ///
 /// 1. the tick lock: held for a whole tick, which takes everything below;
-/// 2. the late heap's lock (`late.rs`): a heap is acquired and pages are
+/// 2. the large bins' fork gate (`slab/large_bins.rs`): a remote drain —
+///    the tick's, a reclaim's, a trim's — holds one heap's bins and frees
+///    into the pagesets and the zone; fork closes the gate and waits for
+///    the drains under way (each owner's own side of its bins takes no
+///    lock: a thread that does not survive the fork leaves its bins to the
+///    child's `drain_lost_large_bins`, which takes them only if they were
+///    left whole);
+/// 3. the late heap's lock (`late.rs`): a heap is acquired and pages are
 ///    allocated under it;
-/// 3. the heap registry: the abandoned-heap list, then each heap's parked
+/// 4. the heap registry: the abandoned-heap list, then each heap's parked
 ///    slabs (a leaf while held on the allocation path: only ever tried);
-/// 4. the pagesets: the pool's free list, then each pageset (only ever
+/// 5. the pagesets: the pool's free list, then each pageset (only ever
 ///    tried on allocation and free paths; busy → straight to the zone);
-/// 5. the zone lock;
-/// 6. the huge-block cache and list (a leaf: nothing is taken under it);
-/// 7. the metadata arena (heaps and pagesets are made under 3 and 4);
-/// 8. the trace buffers, one per heap (a leaf each: an event is pushed,
+/// 6. the zone lock;
+/// 7. the huge-block cache and list (a leaf: nothing is taken under it);
+/// 8. the metadata arena (heaps and pagesets are made under 4 and 5);
+/// 9. the trace buffers, one per heap (a leaf each: an event is pushed,
 ///    and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub static LOCKS: [LockClass; 8] = [
+pub static LOCKS: [LockClass; 9] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
             // SAFETY: the caller (fork's handlers) took it with `take`.
             unsafe { release_raw(&tick::TICK_LOCK.lock, child) }
         },
+    },
+    LockClass {
+        take: large_bins::close_gate_for_fork,
+        release: large_bins::open_gate_after_fork,
     },
     LockClass {
         take: late::lock_for_fork,
@@ -148,6 +160,10 @@ extern "C" fn child() {
     tick::after_fork_child();
     // The registration is the process's (its mm's): the child asks again.
     sync::membarrier_init();
+    // The large bins of the threads that did not come along, when nobody
+    // was in them at the fork, go back to the pages.
+    // SAFETY: the child's only thread, every lock released above.
+    unsafe { HEAPS.drain_lost_large_bins(&PAGES.through(core::ptr::null(), false)) };
 }
 
 /// Registers the handlers (once, from the library's constructor: see

@@ -352,6 +352,9 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
         // empty heap — no heap, exited, tracing — has none).
         let h = tls::heap();
         if !(*h).is_empty_heap() && (*h).free_to_bins(b, PAGES.zone.epoch(), &pages_of(&*h)) {
+            // A full bin spilled to the pages: as any free, it may start
+            // the background thread or run a due tick.
+            tick::memory_waiting();
             return;
         }
         let h = current_heap();
@@ -409,8 +412,8 @@ pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
 }
 
 /// Gives back everything cached: the calling thread's empty slabs and
-/// cached blocks, the abandoned heaps' empty slabs, every pageset, and all
-/// free memory to the OS. Returns the bytes released to the OS.
+/// cached blocks, the abandoned heaps' empty slabs, every thread's large
+/// bins, every pageset, and all free memory to the OS. Returns the bytes released to the OS.
 pub fn trim() -> usize {
     if !process::is_ready() {
         return 0;
@@ -423,7 +426,9 @@ pub fn trim() -> usize {
             (*h).owned().collect(&pages);
         }
     }
-    HEAPS.collect_abandoned(&PAGES.through(core::ptr::null(), false));
+    let everywhere = PAGES.through(core::ptr::null(), false);
+    HEAPS.collect_abandoned(&everywhere);
+    HEAPS.drain_all_large_bins(&everywhere);
     HUGE.trim(&PAGES.zone.budget);
     PAGES.drain_all();
     PAGES.zone.shrink(Shrink::All, usize::MAX) + PAGES.zone.release_idle(0, 0)

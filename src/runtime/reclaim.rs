@@ -162,12 +162,7 @@ pub fn reclaim(h: *mut Heap, stage: Stage) {
                 + HEAPS.collect_abandoned(&everywhere)
                 + HEAPS.release_parked_everywhere(&everywhere);
             c.slabs.fetch_add(slabs as u64, Relaxed);
-            {
-                // Other threads' large bins, under the tick's lock (see
-                // `LargeBins::drain_remote`).
-                let _no_tick = super::tick::pause();
-                HEAPS.drain_all_large_bins(&everywhere);
-            }
+            HEAPS.drain_all_large_bins(&everywhere);
             c.pcp_pages.fetch_add(PAGES.drain_all() as u64, Relaxed);
             let budget = &PAGES.zone.budget;
             c.huge_bytes.fetch_add(HUGE.trim(budget) as u64, Relaxed);

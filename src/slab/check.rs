@@ -12,7 +12,7 @@ use crate::page_alloc::zone::Zone;
 use crate::section::desc_of;
 
 use super::classes::{self, NR_CLASSES};
-use super::heap::{empty_slab, Heap, Owned, PARK_HIGH_MAX};
+use super::heap::{empty_slab, Heap, Owned, HEAP_LOST, PARK_HIGH_MAX};
 use super::heaps::HeapRegistry;
 use super::object::FreeObject;
 use super::slab::{self, Slab, IN_FULL};
@@ -102,6 +102,11 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
         if nheaps < known.len() {
             known[nheaps] = h as *const Heap as usize;
             nheaps += 1;
+        }
+        // The large bins too (a lost heap's may have been left mid-update
+        // by a thread that did not survive a fork).
+        if h.state.load(Relaxed) != HEAP_LOST {
+            h.large_bins.check();
         }
     });
     let (mut slabs, mut live) = (0, 0);

@@ -215,14 +215,29 @@ impl HeapRegistry {
     }
 
     /// Spills the large bins of every live thread (a reclaim at the memory
-    /// limit; the caller holds the tick's lock, see
-    /// [`LargeBins::drain_remote`](super::large_bins::LargeBins::drain_remote)).
-    /// Returns the pages spilled.
+    /// limit, a trim). Returns the pages spilled.
     pub fn drain_all_large_bins(&self, pages: &Pages<'_>) -> usize {
         let mut n = 0;
         self.for_each(|h| {
             if h.state.load(Relaxed) == HEAP_ACTIVE {
                 n += h.large_bins.drain_remote(pages);
+            }
+        });
+        n
+    }
+
+    /// In a forked child, after [`mark_lost_except`](Self::mark_lost_except):
+    /// the large bins of the lost heaps that nobody was in at the fork go
+    /// back to `pages`. Returns the pages spilled.
+    ///
+    /// # Safety
+    /// Only in a forked child, from its one thread.
+    pub unsafe fn drain_lost_large_bins(&self, pages: &Pages<'_>) -> usize {
+        let mut n = 0;
+        self.for_each(|h| {
+            if h.state.load(Relaxed) == HEAP_LOST {
+                // SAFETY: forwarded contract; a lost heap's owner is gone.
+                n += unsafe { h.large_bins.drain_lost(pages) };
             }
         });
         n

@@ -27,8 +27,8 @@
 //!   back as a pageset's does.
 //!
 //! The owner enters through a [`BiasedLock`] (plain stores while no one
-//! else wants in); the tick, a reclaim and the checker take its remote
-//! side. A block in a bin keeps its large-block descriptor (class tag and
+//! else wants in); the tick, a reclaim, a trim and the checker take its
+//! remote side, never across a fork ([`close_gate_for_fork`]). A block in a bin keeps its large-block descriptor (class tag and
 //! pages) with kind `Cached`, so freeing it again is a double free; it is
 //! charged to the budget as any block the page allocator handed out.
 //!
@@ -38,7 +38,10 @@
 
 use core::cell::UnsafeCell;
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicU32, AtomicU64, AtomicUsize,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
 
 use crate::geometry::PAGE_SIZE;
 use crate::page::{LargeBlock, Page, PageKind};
@@ -68,6 +71,47 @@ const FREE_HIGH_CUT: usize = 64;
 /// ... and keeps this many (64 pages): a thread that only frees has no use
 /// for more, the threads that allocate what it frees do.
 const FREE_HIGH_KEEP: usize = BINS_HIGH_MIN / 4;
+
+/// Remote drains under way, and [`FORK_BIT`] while a fork waits for them
+/// or runs: so no remote side of a bins' lock is held across a fork (the
+/// child would find it held by a thread it does not have), fork's handlers
+/// close the gate and wait for the drains inside to finish; a drain that
+/// finds the gate closed is skipped (it is never needed for correctness).
+static FORK_GATE: AtomicUsize = AtomicUsize::new(0);
+/// The gate is closed.
+const FORK_BIT: usize = 1 << (usize::BITS - 1);
+
+fn gate_enter() -> bool {
+    if FORK_GATE.fetch_add(1, Acquire) & FORK_BIT != 0 {
+        FORK_GATE.fetch_sub(1, Release);
+        return false;
+    }
+    true
+}
+
+fn gate_leave() {
+    FORK_GATE.fetch_sub(1, Release);
+}
+
+/// Before fork: closes the gate and waits for the remote drains under
+/// way (each holds one bins' lock and may wait for a pageset's or the
+/// zone's, which fork takes after this).
+pub fn close_gate_for_fork() {
+    FORK_GATE.fetch_or(FORK_BIT, AcqRel);
+    while FORK_GATE.load(Acquire) & !FORK_BIT != 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// After fork: opens the gate again (in the child, where no drain runs,
+/// with no count left).
+pub fn open_gate_after_fork(child: bool) {
+    if child {
+        FORK_GATE.store(0, Release);
+    } else {
+        FORK_GATE.fetch_and(!FORK_BIT, Release);
+    }
+}
 
 /// Counters of a heap's large bins, written under the bins' lock with a
 /// load and a store (no read-modify-write), read racily by the report.
@@ -165,14 +209,17 @@ impl LargeBins {
         r
     }
 
-    /// Runs `f` on the state from anywhere (tick, reclaim, checks).
-    fn remote<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        self.lock.remote_lock(true);
+    /// Runs `f` on the state from anywhere (tick, reclaim, checks); `None`
+    /// when the owner cannot be kept out (the membarrier call failed).
+    fn remote<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+        if !self.lock.try_remote_lock() {
+            return None;
+        }
         // SAFETY: the remote side excludes the owner and other remotes.
         let r = f(unsafe { &mut *self.state.get() });
         // SAFETY: taken above.
         unsafe { self.lock.remote_unlock() };
-        r
+        Some(r)
     }
 
     /// A binned block of `class` (`class < BIN_CLASSES`), or of a class at
@@ -293,8 +340,7 @@ impl LargeBins {
 
     /// The tick's share: spills the bins whole when their owner used them
     /// in neither the tick `epoch` nor the one before (as a pageset idle
-    /// for a while is drained). Returns the pages spilled. As
-    /// [`drain_remote`](Self::drain_remote).
+    /// for a while is drained). Returns the pages spilled.
     pub fn drain_if_idle(&self, epoch: u32, pages: &Pages<'_>) -> usize {
         if epoch.wrapping_sub(self.epoch.load(Relaxed)) < 2 {
             return 0;
@@ -302,29 +348,51 @@ impl LargeBins {
         self.drain_remote(pages)
     }
 
-    /// Spills the bins whole from another thread than the owner (a
-    /// reclaim at the memory limit, or the tick). Returns the pages
-    /// spilled. The caller holds the tick's lock, as fork's handlers take
-    /// it first: no remote side is held across a fork.
+    /// Spills the bins whole from another thread than the owner (the
+    /// tick, a reclaim at the memory limit, a trim). Returns the pages
+    /// spilled. Skipped while a fork is under way (see [`FORK_GATE`]).
     pub fn drain_remote(&self, pages: &Pages<'_>) -> usize {
-        if self.held.load(Relaxed) == 0 {
+        if self.held.load(Relaxed) == 0 || !gate_enter() {
             return 0;
         }
-        self.remote(|st| {
-            let n = st.spill(usize::MAX, pages, &self.c);
-            self.held.store(st.count, Relaxed);
-            n
-        })
+        let n = self
+            .remote(|st| {
+                let n = st.spill(usize::MAX, pages, &self.c);
+                self.held.store(st.count, Relaxed);
+                n
+            })
+            .unwrap_or(0);
+        gate_leave();
+        n
+    }
+
+    /// In a forked child, the bins of a thread that did not survive: spilled
+    /// when nobody was in them at the fork (their state is whole), else
+    /// left as they are. Returns the pages spilled.
+    ///
+    /// # Safety
+    /// Only in a forked child, from its one thread, for a heap whose owner
+    /// did not survive the fork.
+    pub unsafe fn drain_lost(&self, pages: &Pages<'_>) -> usize {
+        if self.held.load(Relaxed) == 0 || !self.lock.is_free() {
+            return 0;
+        }
+        // SAFETY: no other thread exists, and nobody was in the bins.
+        let st = unsafe { &mut *self.state.get() };
+        let n = st.spill(usize::MAX, pages, &self.c);
+        self.held.store(st.count, Relaxed);
+        n
     }
 
     /// The pages held and `high`, for tests (the remote side waits for
     /// the owner to leave).
     pub fn state(&self) -> (usize, usize) {
         self.remote(|st| (st.count, st.high))
+            .expect("membarrier failed")
     }
 
     /// Checks the invariants (see the module docs); returns the pages
-    /// held.
+    /// held (0 unchecked when the owner cannot be kept out).
     pub fn check(&self) -> usize {
         self.remote(|st| {
             let mut pages = 0;
@@ -358,6 +426,7 @@ impl LargeBins {
             assert_eq!(pages, self.held.load(Relaxed), "large bins' held disagrees");
             pages
         })
+        .unwrap_or(0)
     }
 }
 

@@ -342,6 +342,33 @@ impl BiasedLock {
         }
     }
 
+    /// Anyone but the owner, for work that may be skipped: as
+    /// [`remote_lock`](Self::remote_lock) with biasing, but gives up
+    /// (false, nothing held) when the membarrier call fails — a fence on
+    /// this side alone would not keep out an owner whose store is still
+    /// in its store buffer.
+    pub fn try_remote_lock(&self) -> bool {
+        self.lock.lock();
+        if MEMBARRIER_OK.load(Ordering::Relaxed) {
+            self.remote_wants.store(true, Ordering::Relaxed);
+            if !membarrier() {
+                self.remote_wants.store(false, Ordering::Relaxed);
+                // SAFETY: taken above.
+                unsafe { self.lock.unlock() };
+                return false;
+            }
+            spin_until(|| !self.owner_in.load(Ordering::Acquire));
+        }
+        true
+    }
+
+    /// Whether nobody is in: neither the owner nor a holder of the lock.
+    /// Meaningful only where no other thread can enter meanwhile (a forked
+    /// child, for the heaps of threads that did not survive).
+    pub fn is_free(&self) -> bool {
+        !self.owner_in.load(Ordering::Relaxed) && !self.lock.held.load(Ordering::Relaxed)
+    }
+
     /// Tries the shared way in (per-CPU pagesets are never biased).
     #[inline]
     pub fn try_lock(&self) -> bool {

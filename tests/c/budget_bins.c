@@ -8,13 +8,17 @@
  *                      1 MiB blocks: the reclaim at the limit spills A's
  *                      bins too (large_bin_pages == 0 afterwards, and every
  *                      block main got was usable);
- *   budget_bins exit   A exits after its frees: its bins go back with it.
+ *   budget_bins exit   A exits after its frees: its bins go back with it;
+ *   budget_bins trim   main calls malloc_trim(0): A's bins go back too;
+ *   budget_bins fork   main forks: in the child, where A does not exist,
+ *                      A's bins (nobody was in them) go back.
  *
  * Run with PCPALLOC_MEMORY_LIMIT=48MiB and a long PCPALLOC_DECAY_MS, so no
  * tick spills the bins of an idle thread in the meantime. */
 #include "issue_common.h"
 
 #include <semaphore.h>
+#include <sys/wait.h>
 
 #define BLOCKS 48
 #define BLOCK (96 << 10)
@@ -51,6 +55,26 @@ int main(int argc, char **argv) {
         CHECK(held > 0);
     } else if (strcmp(mode, "exit") == 0) {
         CHECK(held == 0);
+    } else if (strcmp(mode, "trim") == 0) {
+        CHECK(held > 0);
+        malloc_trim(0);
+        CHECK(pcp_stat("large_bin_pages") == 0);
+    } else if (strcmp(mode, "fork") == 0) {
+        CHECK(held > 0);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            /* A did not come along: its bins, idle at the fork, are the
+             * child's to give back. */
+            if (pcp_stat("large_bin_pages") != 0) _exit(3);
+            void *p = malloc(100000);
+            if (!p) _exit(4);
+            free(p);
+            _exit(0);
+        }
+        int st;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     } else {
         CHECK(held > 0);
         static void *fill[1024];

@@ -1,6 +1,8 @@
 /* Issue 16, row 9 (and the "gets it back within a tick" delivery): a
  * single-threaded program allocates and touches argv[2] MiB — argv[1]
- * "block": one block, "small": blocks of 64 KiB — frees it and then sleeps
+ * "block": one block, "small": blocks of 64 KiB, "binned": blocks of
+ * 200 KiB (a heap too small to start the background thread on its own,
+ * freed through the thread's large bins) — frees it and then sleeps
  * without calling malloc. VmRSS must come back to within 8 MiB of its value
  * before the allocation within argv[3] milliseconds (the test sets
  * PCPALLOC_DECAY_MS=100). */
@@ -8,10 +10,11 @@
 
 int main(int argc, char **argv) {
     int small = argc > 1 && strcmp(argv[1], "small") == 0;
+    int binned = argc > 1 && strcmp(argv[1], "binned") == 0;
     size_t total = (size_t)(argc > 2 ? atol(argv[2]) : 64) * MiB;
     long within_ms = argc > 3 ? atol(argv[3]) : 1000;
-    int n = small ? (int)(total / (64 * KiB)) : 1;
-    size_t each = small ? 64 * KiB : total;
+    size_t each = small ? 64 * KiB : binned ? 200 * KiB : total;
+    int n = (int)(total / each);
     char **v = calloc((size_t)n, sizeof *v);
     CHECK(v);
     start_up();
