@@ -494,21 +494,21 @@ fn large_bins_tune_high_like_a_pageset() {
     assert_eq!(large_class_pages(BIN_CLASSES - 1), 64, "bins reach 256 KiB");
     assert_eq!(bins.state(), (0, BINS_HIGH_MIN));
 
-    // Eight 64 KiB blocks fill their bin; the last in is the first out.
-    let blocks: Vec<_> = (0..BIN_SLOTS).map(|_| alloc(16)).collect();
+    // Eight 16 KiB blocks fill their bin; the last in is the first out.
+    let blocks: Vec<_> = (0..BIN_SLOTS).map(|_| alloc(4)).collect();
     for &p in &blocks {
         put(p);
         assert_eq!(kind(p), PageKind::Cached, "a binned block reads as freed");
     }
-    assert_eq!(bins.state(), (8 * 16, BINS_HIGH_MIN));
-    assert_eq!(take(16), Some(blocks[7] as usize));
+    assert_eq!(bins.state(), (8 * 4, BINS_HIGH_MIN));
+    assert_eq!(take(4), Some(blocks[7] as usize));
     put(blocks[7]);
-    // A ninth block: the bin spills its colder half (4 blocks, 64 pages)
+    // A ninth block: the bin spills its colder half (4 blocks, 16 pages)
     // to the pageset first.
-    let ninth = alloc(16);
+    let ninth = alloc(4);
     put(ninth);
-    assert_eq!(bins.state(), (5 * 16, BINS_HIGH_MIN));
-    assert_eq!(bins.c.spilled_pages.load(Relaxed), 64);
+    assert_eq!(bins.state(), (5 * 4, BINS_HIGH_MIN));
+    assert_eq!(bins.c.spilled_pages.load(Relaxed), 16);
     assert_eq!(
         kind(blocks[0]),
         PageKind::PcpLarge,
@@ -516,49 +516,49 @@ fn large_bins_tune_high_like_a_pageset() {
     );
     assert_eq!(kind(blocks[4]), PageKind::Cached);
     // The spill was for lack of room: the next miss grows high by the
-    // missing class's pages (64), once.
-    assert_eq!(take(64), None);
-    assert_eq!(bins.state(), (80, BINS_HIGH_MIN + 64));
-    assert_eq!(take(64), None);
-    assert_eq!(bins.state(), (80, BINS_HIGH_MIN + 64), "missed is used up");
+    // missing class's pages (16), once.
+    assert_eq!(take(16), None);
+    assert_eq!(bins.state(), (20, BINS_HIGH_MIN + 16));
+    assert_eq!(take(16), None);
+    assert_eq!(bins.state(), (20, BINS_HIGH_MIN + 16), "missed is used up");
 
-    // Past high (320 pages): three 256 KiB blocks fit (80 + 192 = 272),
-    // the fourth spills one block of the largest class first.
-    let big: Vec<_> = (0..4).map(|_| alloc(64)).collect();
+    // Past high (80 pages): three 64 KiB blocks fit (20 + 48 = 68), the
+    // fourth spills one block of the largest class first.
+    let big: Vec<_> = (0..4).map(|_| alloc(16)).collect();
     for &p in &big {
         put(p);
     }
-    assert_eq!(bins.state(), (272, 320));
+    assert_eq!(bins.state(), (68, 80));
     assert_eq!(
         kind(big[0]),
         PageKind::PcpLarge,
         "the coldest of the largest class"
     );
-    assert_eq!(bins.c.spilled_pages.load(Relaxed), 64 + 64);
+    assert_eq!(bins.c.spilled_pages.load(Relaxed), 16 + 16);
 
-    // A tick: the owner's first use decays high by an eighth (320 → 280)
-    // towards BINS_HIGH_MIN; 272 pages fit under it, nothing spills.
+    // A tick: the owner's first use decays high by an eighth (80 → 70)
+    // towards BINS_HIGH_MIN; 68 pages fit under it, nothing spills.
     env.tick();
-    assert!(take(16).is_some());
-    assert_eq!(bins.state(), (256, 280));
+    assert!(take(4).is_some());
+    assert_eq!(bins.state(), (64, 70));
 
     // A thread that only frees: once free_count (pages freed since the
-    // last allocation, halved by each) reaches twice high while the bins
-    // hold more than BINS_HIGH_MIN, they spill down to it and high is cut
-    // by 64 pages (not under BINS_HIGH_MIN).
-    // Here free_count is 140 (280 halved by the allocation above); each
-    // 16-page free adds 16, so the 27th reaches 2 × 280 = 560. Until then
-    // the 16-page bin fills and spills its colder half every fourth free.
+    // last allocation, halved by each) reaches twice high, the bins spill
+    // down to a quarter of BINS_HIGH_MIN and high is cut by 64 pages (not
+    // under BINS_HIGH_MIN). Here free_count is 35 (70 halved by the
+    // allocation above); each 4-page free adds 4, so the 27th reaches
+    // 2 × 70 = 140. Until then the 4-page bin fills and spills its colder
+    // half every fourth free.
     let mut first = None;
     for i in 0..40 {
-        put(alloc(16));
+        put(alloc(4));
         if first.is_none() && bins.c.free_high.load(Relaxed) == 1 {
             first = Some((i, bins.state()));
         }
     }
-    // 64 pages kept, then the block freed: 80; high cut to 216, raised to
+    // 16 pages kept, then the block freed: 20; high cut to 6, raised to
     // BINS_HIGH_MIN.
-    assert_eq!(first, Some((26, (80, BINS_HIGH_MIN))));
+    assert_eq!(first, Some((26, (20, BINS_HIGH_MIN))));
     assert_eq!(bins.c.free_high.load(Relaxed), 1, "free_count starts over");
 
     // Left alone for a whole tick, the bins go back to the pageset whole

@@ -55,8 +55,9 @@ pub const BIN_CLASSES: usize = class_of(64) + 1;
 pub const BIN_SLOTS: usize = 8;
 /// The largest request served from the bins: 256 KiB.
 pub const BIN_MAX_BYTES: usize = class_pages(BIN_CLASSES - 1) * PAGE_SIZE;
-/// `high`'s floor, in pages (1 MiB).
-pub const BINS_HIGH_MIN: usize = 256;
+/// `high`'s floor, in pages (256 KiB): what a thread keeps before its
+/// bins show they need more (misses after spills for lack of room).
+pub const BINS_HIGH_MIN: usize = 64;
 /// `high`'s ceiling, in pages (4 MiB, what one tcmalloc thread cache may
 /// hold).
 pub const BINS_HIGH_MAX: usize = 1024;
@@ -68,7 +69,7 @@ const DECAY_SHIFT: u32 = 3;
 /// A free_high spill cuts `high` by this many pages (not under
 /// BINS_HIGH_MIN)...
 const FREE_HIGH_CUT: usize = 64;
-/// ... and keeps this many (64 pages): a thread that only frees has no use
+/// ... and keeps this many (16 pages): a thread that only frees has no use
 /// for more, the threads that allocate what it frees do.
 const FREE_HIGH_KEEP: usize = BINS_HIGH_MIN / 4;
 
