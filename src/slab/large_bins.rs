@@ -47,7 +47,7 @@ use crate::geometry::PAGE_SIZE;
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::page_alloc::classes::{class_of, class_pages};
 use crate::page_alloc::Pages;
-use crate::sync::{bump, BiasedLock};
+use crate::sync::{bump, spin_until, BiasedLock};
 
 /// Size classes with a bin: every class up to 64 pages.
 pub const BIN_CLASSES: usize = class_of(64) + 1;
@@ -99,9 +99,7 @@ fn gate_leave() {
 /// zone's, which fork takes after this).
 pub fn close_gate_for_fork() {
     FORK_GATE.fetch_or(FORK_BIT, AcqRel);
-    while FORK_GATE.load(Acquire) & !FORK_BIT != 0 {
-        core::hint::spin_loop();
-    }
+    spin_until(|| FORK_GATE.load(Acquire) & !FORK_BIT == 0);
 }
 
 /// After fork: opens the gate again (in the child, where no drain runs,

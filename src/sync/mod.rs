@@ -169,7 +169,7 @@ fn futex_wake(word: &AtomicU32) {
 }
 
 /// Spins, then yields, until `done` says so.
-fn spin_until(mut done: impl FnMut() -> bool) {
+pub fn spin_until(mut done: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while !done() {
         spins += 1;
