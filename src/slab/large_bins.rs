@@ -28,9 +28,10 @@
 //!
 //! The owner enters through a [`BiasedLock`] (plain stores while no one
 //! else wants in); the tick, a reclaim, a trim and the checker take its
-//! remote side, never across a fork ([`close_gate_for_fork`]). A block in a bin keeps its large-block descriptor (class tag and
-//! pages) with kind `Cached`, so freeing it again is a double free; it is
-//! charged to the budget as any block the page allocator handed out.
+//! remote side, never across a fork ([`close_gate_for_fork`]). A block in
+//! a bin keeps its large-block descriptor (class tag and pages) with kind
+//! `Cached`, so freeing it again is a double free; it is charged to the
+//! budget as any block the page allocator handed out.
 //!
 //! Invariants (checked by [`LargeBins::check`]): `count` = Σ pages of the
 //! binned blocks = `held`; every block in bin `c` is a `Cached` head of
