@@ -6,7 +6,6 @@ use crate::geometry::{LARGE_MAX, PAGE_SIZE};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::slab::classes::CLASS_SIZE;
-use crate::slab::large_bins::BIN_MAX_BYTES;
 use crate::slab::{self, Freed, Heap, Slab};
 use crate::trace::Op;
 
@@ -250,19 +249,17 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
 /// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
-    if size <= BIN_MAX_BYTES && align <= PAGE_SIZE {
-        let h = tls::heap();
-        // SAFETY: the TLS heap is this thread's, or the empty heap (no heap
-        // yet, past the exit hook, or tracing), whose bins are never used.
-        unsafe {
-            if !(*h).is_empty_heap() {
+    let h = tls::heap();
+    // SAFETY: the TLS heap is this thread's, or the empty heap (no heap
+    // yet, past the exit hook, or tracing), whose bins are never used.
+    unsafe {
+        if !(*h).is_empty_heap() {
+            let p = (*h).alloc_from_bins(size, align, zero, PAGES.zone.epoch(), &pages_of(&*h));
+            if !p.is_null() {
                 // Without a background thread, ticks run from allocations
-                // (every so many): bin hits count too.
+                // (every so many): a bin hit counts as the slow path does.
                 tick::on_slow_path();
-                let p = (*h).alloc_from_bins(size, zero, PAGES.zone.epoch(), &pages_of(&*h));
-                if !p.is_null() {
-                    return p;
-                }
+                return p;
             }
         }
     }
@@ -351,11 +348,15 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
         // A block of a binned class goes to this thread's large bins (the
         // empty heap — no heap, exited, tracing — has none).
         let h = tls::heap();
-        if !(*h).is_empty_heap() && (*h).free_to_bins(b, PAGES.zone.epoch(), &pages_of(&*h)) {
-            // A full bin spilled to the pages: as any free, it may start
-            // the background thread or run a due tick.
-            tick::memory_waiting();
-            return;
+        if !(*h).is_empty_heap() {
+            match (*h).free_to_bins(b, PAGES.zone.epoch(), &pages_of(&*h)) {
+                // The bins spilled to the pages: as any free that leaves
+                // memory there, it may start the background thread or run
+                // a due tick.
+                Some(true) => return tick::memory_waiting(),
+                Some(false) => return,
+                None => {}
+            }
         }
         let h = current_heap();
         if record::tracing() && !(*h).is_empty_heap() {
@@ -413,7 +414,8 @@ pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
 
 /// Gives back everything cached: the calling thread's empty slabs and
 /// cached blocks, the abandoned heaps' empty slabs, every thread's large
-/// bins, every pageset, and all free memory to the OS. Returns the bytes released to the OS.
+/// bins, every pageset, and all free memory to the OS. Returns the bytes
+/// released to the OS.
 pub fn trim() -> usize {
     if !process::is_ready() {
         return 0;

@@ -475,9 +475,10 @@ impl Owned<'_> {
 
 impl Heap {
     /// malloc's way into the owner's large bins, for a request of `size`
-    /// bytes (at most [`BIN_MAX_BYTES`], aligned to a page at most): the
-    /// live block (zeroed if `zero`), or null on a miss. The runtime's
-    /// paths and the replay call this same function.
+    /// bytes aligned to `align`: the live block (zeroed if `zero`), or null
+    /// on a miss or a request the bins do not serve (over
+    /// [`BIN_MAX_BYTES`], or aligned beyond a page). The runtime's paths
+    /// and the replay call this same function.
     ///
     /// # Safety
     /// The calling thread owns this heap (not the empty heap).
@@ -485,11 +486,15 @@ impl Heap {
     pub unsafe fn alloc_from_bins(
         &self,
         size: usize,
+        align: usize,
         zero: bool,
         epoch: u32,
         pages: &Pages<'_>,
     ) -> *mut u8 {
-        debug_assert!(size <= BIN_MAX_BYTES && !self.is_empty_heap());
+        debug_assert!(!self.is_empty_heap());
+        if size > BIN_MAX_BYTES || align > PAGE_SIZE {
+            return ptr::null_mut();
+        }
         let class = large_class_of(size.div_ceil(PAGE_SIZE).max(1));
         // SAFETY: forwarded contract.
         unsafe {
@@ -502,25 +507,36 @@ impl Heap {
         }
     }
 
-    /// free's way into the owner's large bins: true when live large block
-    /// `b` (checked) went in, false when its class has no bin (or it is not
-    /// an exact block of a class) and the caller frees it to the pages.
+    /// free's way into the owner's large bins for `b`, a checked live
+    /// large or huge block: `None` when its class has no bin (a huge block
+    /// and a block aligned beyond a page are tagged 0, no class) and the
+    /// caller frees it to the pages; else whether the bins spilled to the
+    /// pages to make room (memory the zone may now give back).
     ///
     /// # Safety
     /// The calling thread owns this heap (not the empty heap) and frees
-    /// `b`, a live large block.
+    /// `b`, a live large or huge block.
     #[inline(always)]
-    pub unsafe fn free_to_bins(&self, b: *mut LargeBlock, epoch: u32, pages: &Pages<'_>) -> bool {
+    pub unsafe fn free_to_bins(
+        &self,
+        b: *mut LargeBlock,
+        epoch: u32,
+        pages: &Pages<'_>,
+    ) -> Option<bool> {
         debug_assert!(!self.is_empty_heap());
         // SAFETY: forwarded contract.
         unsafe {
             let class = usize::from((*b).order).wrapping_sub(1);
-            if class >= BIN_CLASSES || (*b).kind() != PageKind::Large {
-                return false;
+            if class >= BIN_CLASSES {
+                return None;
             }
+            debug_assert_eq!(
+                (*b).kind(),
+                PageKind::Large,
+                "a huge block with a class tag"
+            );
             self.note_large_freed(class_pages(class) * PAGE_SIZE);
-            self.large_bins.put(b, class, epoch, pages);
-            true
+            Some(self.large_bins.put(b, class, epoch, pages))
         }
     }
 }

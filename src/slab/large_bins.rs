@@ -261,14 +261,20 @@ impl LargeBins {
 
     /// Bins large block `b` of `class` (`class < BIN_CLASSES`), freed by
     /// the owner: it becomes `Cached`. Spills to `pages` first when the
-    /// bin is full or the bins would pass `high`.
+    /// bin is full or the bins would pass `high`; returns whether it did.
     ///
     /// # Safety
     /// The calling thread owns the heap these bins belong to; `b` is a
     /// live large block of `class` (tagged `class + 1`, `class_pages(class)`
     /// pages) that it frees.
     #[inline]
-    pub unsafe fn put(&self, b: *mut LargeBlock, class: usize, epoch: u32, pages: &Pages<'_>) {
+    pub unsafe fn put(
+        &self,
+        b: *mut LargeBlock,
+        class: usize,
+        epoch: u32,
+        pages: &Pages<'_>,
+    ) -> bool {
         debug_assert!(class < BIN_CLASSES);
         // SAFETY: forwarded contract.
         unsafe {
@@ -280,7 +286,9 @@ impl LargeBins {
                 bump(&self.c.free, 1);
                 st.free_count = (st.free_count + np).min(BINS_HIGH_MAX << 8);
                 let n = *st.len.get_unchecked(class) as usize;
-                if n == BIN_SLOTS || st.count + np > st.high || st.free_count >= 2 * st.high {
+                let spill =
+                    n == BIN_SLOTS || st.count + np > st.high || st.free_count >= 2 * st.high;
+                if spill {
                     st.make_room(class, np, pages, &self.c);
                 }
                 let n = *st.len.get_unchecked(class) as usize;
@@ -289,6 +297,7 @@ impl LargeBins {
                 *st.len.get_unchecked_mut(class) = (n + 1) as u8;
                 st.count += np;
                 self.held.store(st.count, Relaxed);
+                spill
             })
         }
     }
@@ -315,8 +324,14 @@ impl LargeBins {
     /// The calling thread owns the heap these bins belong to.
     pub unsafe fn drain(&self, pages: &Pages<'_>) -> usize {
         // SAFETY: forwarded contract.
-        let n = unsafe { self.owner(|st| st.spill(usize::MAX, pages, &self.c)) };
-        self.held.store(0, Relaxed);
+        unsafe { self.owner(|st| self.spill_all(st, pages)) }
+    }
+
+    /// Spills every block of `st`, this bins' state, which the caller
+    /// holds. Returns the pages spilled.
+    fn spill_all(&self, st: &mut State, pages: &Pages<'_>) -> usize {
+        let n = st.spill(usize::MAX, pages, &self.c);
+        self.held.store(st.count, Relaxed);
         n
     }
 
@@ -355,13 +370,7 @@ impl LargeBins {
         if self.held.load(Relaxed) == 0 || !gate_enter() {
             return 0;
         }
-        let n = self
-            .remote(|st| {
-                let n = st.spill(usize::MAX, pages, &self.c);
-                self.held.store(st.count, Relaxed);
-                n
-            })
-            .unwrap_or(0);
+        let n = self.remote(|st| self.spill_all(st, pages)).unwrap_or(0);
         gate_leave();
         n
     }
@@ -378,10 +387,7 @@ impl LargeBins {
             return 0;
         }
         // SAFETY: no other thread exists, and nobody was in the bins.
-        let st = unsafe { &mut *self.state.get() };
-        let n = st.spill(usize::MAX, pages, &self.c);
-        self.held.store(st.count, Relaxed);
-        n
+        self.spill_all(unsafe { &mut *self.state.get() }, pages)
     }
 
     /// The pages held and `high`, for tests (the remote side waits for

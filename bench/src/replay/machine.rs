@@ -33,8 +33,8 @@ use pcpalloc::internals::trace::{Event, Op};
 use pcpalloc::internals::Heap;
 use pcpalloc::internals::{
     class_of, desc_of, free_owned, run_tick, HeapRegistry, HugeBlocks, Knobs, LargeBlock,
-    PageAllocator, Pages, Pageset, StealRules, TickWork, ZoneConfig, BIN_MAX_BYTES, LARGE_MAX,
-    PAGE_SIZE, SMALL_MAX,
+    PageAllocator, Pages, Pageset, StealRules, TickWork, ZoneConfig, LARGE_MAX, PAGE_SIZE,
+    SMALL_MAX,
 };
 
 /// The free key written into freed objects (any constant will do here).
@@ -306,15 +306,13 @@ impl Machine {
             // the same functions): the thread's large bins, then the pages.
             let (size, align) = (size.max(SMALL_MAX + 1), align.max(PAGE_SIZE));
             let epoch = self.pa.zone.epoch();
-            let mut p = std::ptr::null_mut();
-            if size <= BIN_MAX_BYTES && align <= PAGE_SIZE {
-                // SAFETY: this replay is the heap's only driver.
-                p = unsafe { (*heap).alloc_from_bins(size, false, epoch, &pages) };
-            }
+            // SAFETY: this replay is the heap's only driver.
+            let p = unsafe { (*heap).alloc_from_bins(size, align, false, epoch, &pages) };
             if p.is_null() {
-                p = large::alloc(&pages, size, align, false);
+                large::alloc(&pages, size, align, false)
+            } else {
+                p
             }
-            p
         };
         assert!(
             !p.is_null(),
@@ -343,7 +341,10 @@ impl Machine {
             let d = desc_of(p as usize);
             if (*d).head.load(Relaxed).is_null() {
                 let b = d.cast::<LargeBlock>();
-                if !(*heap).free_to_bins(b, self.pa.zone.epoch(), &pages) {
+                if (*heap)
+                    .free_to_bins(b, self.pa.zone.epoch(), &pages)
+                    .is_none()
+                {
                     large::free(&pages, b);
                 }
             } else {

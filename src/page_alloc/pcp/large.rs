@@ -126,30 +126,12 @@ impl LargeLists {
         }
     }
 
-    /// A block of class `class` (MOVABLE): from its list or a slightly
-    /// larger class's ([`take`](Self::take)), else a refill from the zone
-    /// (several blocks for small classes, in one lock hold). Returns the
-    /// head (null when the zone has none), with kind `None` and its CLEAN
-    /// flag, and the class of the block.
-    pub fn alloc(
-        &mut self,
-        zone: &Zone,
-        class: usize,
-        params: &PcpParams,
-        k: &Knobs,
-    ) -> (*mut Page, usize) {
-        let (p, c) = self.take(class);
-        if !p.is_null() {
-            return (p, c);
-        }
-        self.refill(zone, class, params, k)
-    }
-
-    /// The hit half of [`alloc`](Self::alloc), the common case: a cached
-    /// block of `class`, or of one a little larger (at most
+    /// A block of class `class` (MOVABLE) from the lists, the common case:
+    /// a cached block of `class`, or of one a little larger (at most
     /// `LARGE_STEP_UP` classes up: under a half more) — a cached block that
-    /// serves as it is beats a trip to the zone. Counts the allocation
-    /// either way; null (and `class`) on a miss, which
+    /// serves as it is beats a trip to the zone. Returns the head, with
+    /// kind `None` and its CLEAN flag, and the block's class. Counts the
+    /// allocation either way; null (and `class`) on a miss, which
     /// [`refill`](Self::refill) then serves.
     #[inline]
     pub fn take(&mut self, class: usize) -> (*mut Page, usize) {
@@ -172,10 +154,11 @@ impl LargeLists {
         (core::ptr::null_mut(), class)
     }
 
-    /// The miss half of [`alloc`](Self::alloc), after [`take`](Self::take)
-    /// found nothing: grows `high` as far as blocks were given back for
-    /// lack of room, and takes blocks of `class` from the zone — one for
-    /// the caller, the rest cached.
+    /// A block of class `class` after [`take`](Self::take) found nothing:
+    /// grows `high` as far as blocks were given back for lack of room, and
+    /// takes blocks of `class` from the zone in one lock hold (several for
+    /// small classes) — one for the caller, the rest cached. Null when the
+    /// zone has none.
     #[cold]
     #[inline(never)]
     pub fn refill(
@@ -260,11 +243,11 @@ impl LargeLists {
         unsafe { self.cache(p, class, pages) };
         self.c.free += 1;
         self.free_count = (self.free_count + pages).min(MAX_ORDER_PAGES << 8);
-        if self.free_count >= 2 * self.high
-            && self.count > high_min
-            && knobs().heuristics.has(heuristic::FREE_COUNT)
-        {
-            return self.free_high(zone, &knobs(), class);
+        if self.free_count >= 2 * self.high && self.count > high_min {
+            let k = knobs();
+            if k.heuristics.has(heuristic::FREE_COUNT) {
+                return self.free_high(zone, &k, class);
+            }
         }
         if self.count > self.high {
             return self.drain_over_high(zone, class);
