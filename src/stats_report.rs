@@ -190,7 +190,7 @@ pub struct Stats {
     pub slabs_short_lived: u64,
     /// Objects freed by other threads and collected by their owner.
     pub remote_frees: u64,
-    /// The thread heaps' large bins: requests, hits, frees, pages
+    /// The thread heaps' large bins: misses, hits, frees, pages
     /// spilled, free_high spills, and the pages they hold.
     pub large_bins: [u64; 6],
     /// Huge blocks.
@@ -320,7 +320,7 @@ impl Stats {
             s.remote_frees += h.remote_collected.load(Relaxed);
             let b = &h.large_bins;
             for (sum, c) in s.large_bins.iter_mut().zip([
-                &b.c.alloc,
+                &b.c.misses,
                 &b.c.hits,
                 &b.c.free,
                 &b.c.spilled_pages,
@@ -524,7 +524,7 @@ impl Stats {
             "slabs_live" => self.slabs_created - self.slabs_retired,
             "slabs_short_lived" => self.slabs_short_lived,
             "remote_frees" => self.remote_frees,
-            "large_bin_allocs" => self.large_bins[0],
+            "large_bin_allocs" => self.large_bins[0] + self.large_bins[1],
             "large_bin_hits" => self.large_bins[1],
             "large_bin_frees" => self.large_bins[2],
             "large_bin_spilled_pages" => self.large_bins[3],

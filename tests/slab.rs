@@ -473,13 +473,13 @@ fn large_bins_tune_high_like_a_pageset() {
         // thread, which owns h.
         unsafe {
             let class = usize::from((*b).order) - 1;
-            bins.put(b, class, epoch(), &pages);
+            bins.put(b, class, epoch(), || pages);
         }
     };
     let take = |npages: usize| {
         let class = large_class_of(npages);
         // SAFETY: this thread owns h.
-        let (head, _) = unsafe { bins.take(class, epoch(), &pages) };
+        let (head, _) = unsafe { bins.take(class, epoch(), || pages) };
         if head.is_null() {
             None
         } else {
@@ -521,6 +521,12 @@ fn large_bins_tune_high_like_a_pageset() {
     assert_eq!(bins.state(), (20, BINS_HIGH_MIN + 16));
     assert_eq!(take(16), None);
     assert_eq!(bins.state(), (20, BINS_HIGH_MIN + 16), "missed is used up");
+    // One hit (blocks[7]) and two misses so far; the report's requests
+    // are their sum.
+    assert_eq!(
+        (bins.c.hits.load(Relaxed), bins.c.misses.load(Relaxed)),
+        (1, 2)
+    );
 
     // Past high (80 pages): three 64 KiB blocks fit (20 + 48 = 68), the
     // fourth spills one block of the largest class first.

@@ -33,8 +33,13 @@ pub const fn class_of(pages: usize) -> usize {
 /// Pages of a block of class `class`.
 #[inline]
 pub const fn class_pages(class: usize) -> usize {
-    CLASS_PAGES[class] as usize
+    debug_assert!(class < NR_LARGE_CLASSES);
+    // The mask keeps the index in the table without a bounds check.
+    CLASS_PAGES[class & (CLASS_TABLE_LEN - 1)] as usize
 }
+
+/// Entries of [`CLASS_PAGES`]: a power of two, so a mask bounds an index.
+const CLASS_TABLE_LEN: usize = NR_LARGE_CLASSES.next_power_of_two();
 
 /// The pages of a class, computed ([`class_pages`] reads the table: the
 /// large-block paths ask it five to ten times per malloc and free).
@@ -47,14 +52,38 @@ const fn compute_class_pages(class: usize) -> usize {
     m << (l - 2)
 }
 
-/// [`compute_class_pages`] for every class.
-static CLASS_PAGES: [u16; NR_LARGE_CLASSES] = {
-    let mut t = [0u16; NR_LARGE_CLASSES];
+/// [`compute_class_pages`] for every class (0 past the last).
+static CLASS_PAGES: [u16; CLASS_TABLE_LEN] = {
+    let mut t = [0u16; CLASS_TABLE_LEN];
     let mut c = 0;
     while c < NR_LARGE_CLASSES {
         assert!(compute_class_pages(c) <= u16::MAX as usize);
         t[c] = compute_class_pages(c) as u16;
         c += 1;
+    }
+    t
+};
+
+/// Most pages [`class_of_small`] answers for (256 KiB, the large bins'
+/// reach).
+pub const SMALL_CLASS_PAGES: usize = 64;
+
+/// [`class_of`] for 0..=SMALL_CLASS_PAGES pages (0 as 1) by one table load:
+/// the large bins' hit path asks it on every malloc.
+#[inline(always)]
+pub fn class_of_small(pages: usize) -> usize {
+    debug_assert!(pages <= SMALL_CLASS_PAGES);
+    // SAFETY: in bounds, as the caller promises (debug-checked above).
+    usize::from(unsafe { *SMALL_CLASS_OF.get_unchecked(pages) })
+}
+
+/// [`class_of`] of 0..=SMALL_CLASS_PAGES pages.
+static SMALL_CLASS_OF: [u8; SMALL_CLASS_PAGES + 1] = {
+    let mut t = [0u8; SMALL_CLASS_PAGES + 1];
+    let mut p = 1;
+    while p <= SMALL_CLASS_PAGES {
+        t[p] = class_of(p) as u8;
+        p += 1;
     }
     t
 };
@@ -65,6 +94,14 @@ const _: () = assert!(class_of(MAX_ORDER_PAGES) == NR_LARGE_CLASSES - 1);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_small_table_agrees_with_the_formula() {
+        assert_eq!(class_of_small(0), 0);
+        for pages in 1..=SMALL_CLASS_PAGES {
+            assert_eq!(class_of_small(pages), class_of(pages), "{pages} pages");
+        }
+    }
 
     #[test]
     fn classes_cover_every_size_within_a_quarter() {

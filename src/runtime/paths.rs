@@ -254,7 +254,7 @@ pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     // yet, past the exit hook, or tracing), whose bins are never used.
     unsafe {
         if !(*h).is_empty_heap() {
-            let p = (*h).alloc_from_bins(size, align, zero, PAGES.zone.epoch(), &pages_of(&*h));
+            let p = (*h).alloc_from_bins(size, align, zero, PAGES.zone.epoch(), || pages_of(&*h));
             if !p.is_null() {
                 // Without a background thread, ticks run from allocations
                 // (every so many): a bin hit counts as the slow path does.
@@ -349,7 +349,7 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
         // empty heap — no heap, exited, tracing — has none).
         let h = tls::heap();
         if !(*h).is_empty_heap() {
-            match (*h).free_to_bins(b, PAGES.zone.epoch(), &pages_of(&*h)) {
+            match (*h).free_to_bins(b, PAGES.zone.epoch(), || pages_of(&*h)) {
                 // The bins spilled to the pages: as any free that leaves
                 // memory there, it may start the background thread or run
                 // a due tick.
@@ -358,6 +358,21 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
                 None => {}
             }
         }
+        free_block_to_pages(p, b);
+    }
+}
+
+/// [`free_block`] past the large bins: a huge block, a block of a class
+/// without a bin, or a thread without a heap. Out of line, so the bins'
+/// path keeps few registers.
+///
+/// # Safety
+/// `b` is the checked live block at `p`, which the caller frees.
+#[cold]
+#[inline(never)]
+unsafe fn free_block_to_pages(p: *mut u8, b: *mut LargeBlock) {
+    // SAFETY: forwarded contract.
+    unsafe {
         let h = current_heap();
         if record::tracing() && !(*h).is_empty_heap() {
             record::record(&*h, Op::Free, p, 0, 0);

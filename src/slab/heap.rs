@@ -50,7 +50,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 use crate::geometry::PAGE_SIZE;
 use crate::large;
 use crate::page::{LargeBlock, PageKind, PageList};
-use crate::page_alloc::classes::{class_of as large_class_of, class_pages};
+use crate::page_alloc::classes::{class_of_small, class_pages};
 use crate::page_alloc::pcp::Pageset;
 use crate::page_alloc::Pages;
 use crate::sync::bump;
@@ -483,19 +483,19 @@ impl Heap {
     /// # Safety
     /// The calling thread owns this heap (not the empty heap).
     #[inline(always)]
-    pub unsafe fn alloc_from_bins(
+    pub unsafe fn alloc_from_bins<'p>(
         &self,
         size: usize,
         align: usize,
         zero: bool,
         epoch: u32,
-        pages: &Pages<'_>,
+        pages: impl Fn() -> Pages<'p>,
     ) -> *mut u8 {
         debug_assert!(!self.is_empty_heap());
         if size > BIN_MAX_BYTES || align > PAGE_SIZE {
             return ptr::null_mut();
         }
-        let class = large_class_of(size.div_ceil(PAGE_SIZE).max(1));
+        let class = class_of_small(size.div_ceil(PAGE_SIZE));
         // SAFETY: forwarded contract.
         unsafe {
             let (head, class) = self.large_bins.take(class, epoch, pages);
@@ -517,11 +517,11 @@ impl Heap {
     /// The calling thread owns this heap (not the empty heap) and frees
     /// `b`, a live large or huge block.
     #[inline(always)]
-    pub unsafe fn free_to_bins(
+    pub unsafe fn free_to_bins<'p>(
         &self,
         b: *mut LargeBlock,
         epoch: u32,
-        pages: &Pages<'_>,
+        pages: impl Fn() -> Pages<'p>,
     ) -> Option<bool> {
         debug_assert!(!self.is_empty_heap());
         // SAFETY: forwarded contract.

@@ -46,16 +46,17 @@ use core::sync::atomic::{
 
 use crate::geometry::PAGE_SIZE;
 use crate::page::{LargeBlock, Page, PageKind};
-use crate::page_alloc::classes::{class_of, class_pages};
+use crate::page_alloc::classes::{class_of, class_pages, SMALL_CLASS_PAGES};
 use crate::page_alloc::Pages;
 use crate::sync::{bump, spin_until, BiasedLock};
 
 /// Size classes with a bin: every class up to 64 pages.
-pub const BIN_CLASSES: usize = class_of(64) + 1;
+pub const BIN_CLASSES: usize = class_of(SMALL_CLASS_PAGES) + 1;
 /// Blocks one bin holds.
 pub const BIN_SLOTS: usize = 8;
 /// The largest request served from the bins: 256 KiB.
 pub const BIN_MAX_BYTES: usize = class_pages(BIN_CLASSES - 1) * PAGE_SIZE;
+const _: () = assert!(BIN_MAX_BYTES == SMALL_CLASS_PAGES * PAGE_SIZE);
 /// `high`'s floor, in pages (256 KiB): what a thread keeps before its
 /// bins show they need more (misses after spills for lack of room).
 pub const BINS_HIGH_MIN: usize = 64;
@@ -117,10 +118,11 @@ pub fn open_gate_after_fork(child: bool) {
 /// load and a store (no read-modify-write), read racily by the report.
 #[derive(Debug, Default)]
 pub struct BinCounters {
-    /// Requests the bins were asked for.
-    pub alloc: AtomicU64,
-    /// Of those, served from a bin.
+    /// Requests served from a bin.
     pub hits: AtomicU64,
+    /// Requests the bins could not serve (hits + misses: all they were
+    /// asked for; the hit path bumps one counter only).
+    pub misses: AtomicU64,
     /// Blocks freed into the bins.
     pub free: AtomicU64,
     /// Pages spilled to the pageset (room, free_high, decay, drains).
@@ -132,8 +134,8 @@ pub struct BinCounters {
 impl BinCounters {
     const fn new() -> BinCounters {
         BinCounters {
-            alloc: AtomicU64::new(0),
             hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
             free: AtomicU64::new(0),
             spilled_pages: AtomicU64::new(0),
             free_high: AtomicU64::new(0),
@@ -231,18 +233,23 @@ impl LargeBins {
     /// # Safety
     /// The calling thread owns the heap these bins belong to.
     #[inline]
-    pub unsafe fn take(&self, class: usize, epoch: u32, pages: &Pages<'_>) -> (*mut Page, usize) {
+    pub unsafe fn take<'p>(
+        &self,
+        class: usize,
+        epoch: u32,
+        pages: impl Fn() -> Pages<'p>,
+    ) -> (*mut Page, usize) {
         debug_assert!(class < BIN_CLASSES);
         // SAFETY: forwarded contract.
         unsafe {
             self.owner(|st| {
                 if self.epoch.load(Relaxed) != epoch {
-                    self.on_tick(st, epoch, pages);
+                    self.on_tick(st, epoch, &pages());
                 }
                 st.free_count >>= 1;
-                bump(&self.c.alloc, 1);
                 let last = (class + STEP_UP).min(BIN_CLASSES - 1);
-                for c in class..=last {
+                let mut c = class;
+                loop {
                     let n = *st.len.get_unchecked(c) as usize;
                     if n > 0 {
                         *st.len.get_unchecked_mut(c) = (n - 1) as u8;
@@ -252,8 +259,12 @@ impl LargeBins {
                         self.held.store(st.count, Relaxed);
                         return (p, c);
                     }
+                    if c >= last {
+                        break;
+                    }
+                    c += 1;
                 }
-                st.grow_on_miss(class);
+                st.grow_on_miss(class, &self.c);
                 (ptr::null_mut(), class)
             })
         }
@@ -268,28 +279,30 @@ impl LargeBins {
     /// live large block of `class` (tagged `class + 1`, `class_pages(class)`
     /// pages) that it frees.
     #[inline]
-    pub unsafe fn put(
+    pub unsafe fn put<'p>(
         &self,
         b: *mut LargeBlock,
         class: usize,
         epoch: u32,
-        pages: &Pages<'_>,
+        pages: impl Fn() -> Pages<'p>,
     ) -> bool {
         debug_assert!(class < BIN_CLASSES);
         // SAFETY: forwarded contract.
         unsafe {
             self.owner(|st| {
                 if self.epoch.load(Relaxed) != epoch {
-                    self.on_tick(st, epoch, pages);
+                    self.on_tick(st, epoch, &pages());
                 }
                 let np = class_pages(class);
                 bump(&self.c.free, 1);
-                st.free_count = (st.free_count + np).min(BINS_HIGH_MAX << 8);
+                // No overflow: a free_high spill zeroes it, and short of
+                // that it would take 2^58 frees.
+                st.free_count += np;
                 let n = *st.len.get_unchecked(class) as usize;
                 let spill =
                     n == BIN_SLOTS || st.count + np > st.high || st.free_count >= 2 * st.high;
                 if spill {
-                    st.make_room(class, np, pages, &self.c);
+                    st.make_room(class, np, &pages(), &self.c);
                 }
                 let n = *st.len.get_unchecked(class) as usize;
                 (*b).set_kind(PageKind::Cached);
@@ -447,7 +460,8 @@ impl State {
     /// one more of `class` (the refill half of the auto-tuning).
     #[cold]
     #[inline(never)]
-    fn grow_on_miss(&mut self, class: usize) {
+    fn grow_on_miss(&mut self, class: usize, c: &BinCounters) {
+        bump(&c.misses, 1);
         if self.missed > 0 {
             let grow = class_pages(class).min(self.missed);
             self.missed -= grow;

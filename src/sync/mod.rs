@@ -313,6 +313,15 @@ impl BiasedLock {
             }
             self.owner_in.store(false, Ordering::Release);
         }
+        self.owner_lock()
+    }
+
+    /// The owner's way in when it is not alone (a remote holds or wants
+    /// the lock) or membarrier is off: the plain lock, kept out of line so
+    /// its spinning does not weigh on the callers' fast paths.
+    #[cold]
+    #[inline(never)]
+    fn owner_lock(&self) -> Entry {
         self.lock.lock();
         Entry::Locked
     }

@@ -307,7 +307,7 @@ impl Machine {
             let (size, align) = (size.max(SMALL_MAX + 1), align.max(PAGE_SIZE));
             let epoch = self.pa.zone.epoch();
             // SAFETY: this replay is the heap's only driver.
-            let p = unsafe { (*heap).alloc_from_bins(size, align, false, epoch, &pages) };
+            let p = unsafe { (*heap).alloc_from_bins(size, align, false, epoch, || pages) };
             if p.is_null() {
                 large::alloc(&pages, size, align, false)
             } else {
@@ -342,7 +342,7 @@ impl Machine {
             if (*d).head.load(Relaxed).is_null() {
                 let b = d.cast::<LargeBlock>();
                 if (*heap)
-                    .free_to_bins(b, self.pa.zone.epoch(), &pages)
+                    .free_to_bins(b, self.pa.zone.epoch(), || pages)
                     .is_none()
                 {
                     large::free(&pages, b);
