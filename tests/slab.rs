@@ -583,3 +583,59 @@ fn large_bins_tune_high_like_a_pageset() {
     bins.check();
     env.check();
 }
+
+/// The large bins' fast paths (malloc's and free's first try) do only a
+/// plain hit and a put that fits, and leave everything else — a miss, a
+/// full bin, a put past `high`, the first use in a new tick — to the
+/// whole path, untouched: the bins read the same after a refusal.
+#[test]
+fn large_bins_fast_paths_leave_the_rest_to_the_whole_path() {
+    use pcpalloc::internals::{large_class_of, LargeBlock, BINS_HIGH_MIN, BIN_SLOTS};
+    // The runtime's init registers membarrier, which the biased owner
+    // side (the fast paths' only way in) needs.
+    assert!(pcpalloc::internals::ensure_init());
+    let env = Env::new(256 << 20);
+    let pages = env.pages();
+    let h = env.heap();
+    let bins = &h.large_bins;
+    let epoch = || env.pa.zone.epoch();
+    let alloc = |npages: usize| {
+        let p = large::alloc(&pages, npages * PAGE_SIZE, PAGE_SIZE, false);
+        assert!(!p.is_null());
+        desc_of(p as usize).cast::<LargeBlock>()
+    };
+    let class = large_class_of(4);
+    // SAFETY: this thread owns h; the blocks are env's, live until put.
+    unsafe {
+        // A miss: nothing done, not even counted; the whole path counts
+        // it (and notes the tick of the owner's use: the bins' first).
+        assert!(bins.take_hit(class, epoch()).0.is_null());
+        assert_eq!(bins.c.misses.load(Relaxed), 0);
+        assert!(bins.take(class, epoch(), || pages).0.is_null());
+        assert_eq!(bins.c.misses.load(Relaxed), 1);
+        // Eight fit; the ninth would need a spill: refused.
+        let blocks: Vec<_> = (0..=BIN_SLOTS).map(|_| alloc(4)).collect();
+        for &b in &blocks[..BIN_SLOTS] {
+            assert!(bins.put_fits(b, class, epoch()));
+        }
+        assert!(!bins.put_fits(blocks[BIN_SLOTS], class, epoch()));
+        assert_eq!(bins.state(), (BIN_SLOTS * 4, BINS_HIGH_MIN));
+        // A hit, last in first out.
+        let (p, c) = bins.take_hit(class, epoch());
+        assert_eq!((p, c), (blocks[BIN_SLOTS - 1].cast(), class));
+        assert_eq!(bins.c.hits.load(Relaxed), 1);
+        // Past high (64 pages): 28 + 40 pages would not fit.
+        assert!(!bins.put_fits(alloc(40), large_class_of(40), epoch()));
+        assert_eq!(bins.state(), (28, BINS_HIGH_MIN));
+        // A new tick: both refuse, so the whole path decays high first.
+        env.tick();
+        assert!(bins.take_hit(class, epoch()).0.is_null());
+        assert!(!bins.put_fits(blocks[BIN_SLOTS], class, epoch()));
+        assert_eq!(bins.state(), (28, BINS_HIGH_MIN));
+        let (q, _) = bins.take(class, epoch(), || pages);
+        assert_eq!(q, blocks[BIN_SLOTS - 2].cast());
+        // Back in the tick of the last use: the fast paths work again.
+        assert!(bins.put_fits(blocks[BIN_SLOTS], class, epoch()));
+    }
+    bins.check();
+}

@@ -6,6 +6,7 @@ use crate::geometry::{LARGE_MAX, PAGE_SIZE};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::slab::classes::CLASS_SIZE;
+use crate::slab::large_bins::BIN_MAX_BYTES;
 use crate::slab::{self, Freed, Heap, Slab};
 use crate::trace::Op;
 
@@ -253,23 +254,39 @@ pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
     // SAFETY: the TLS heap is this thread's, or the empty heap (no heap
     // yet, past the exit hook, or tracing), whose bins are never used.
     unsafe {
-        if !(*h).is_empty_heap() {
-            let p = (*h).alloc_from_bins(size, align, zero, PAGES.zone.epoch(), || pages_of(&*h));
+        if size <= BIN_MAX_BYTES && align <= PAGE_SIZE && !zero && !(*h).is_empty_heap() {
+            let p = (*h).alloc_from_bins_hit(size, PAGES.zone.epoch());
             if !p.is_null() {
                 // Without a background thread, ticks run from allocations
                 // (every so many): a bin hit counts as the slow path does.
-                tick::on_slow_path();
-                return p;
+                return tick::on_slow_path_then(p);
             }
         }
     }
     alloc_big_slow(size, align, zero)
 }
 
-/// [`alloc_big`] past the large bins.
+/// [`alloc_big`] past a plain hit in the large bins: the bins' whole path
+/// (a miss, a new tick, a zeroed request), then the pages.
 #[cold]
 #[inline(never)]
 fn alloc_big_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
+    let h = tls::heap();
+    // SAFETY: as in alloc_big.
+    unsafe {
+        if !(*h).is_empty_heap() {
+            let p = (*h).alloc_from_bins(size, align, zero, PAGES.zone.epoch(), || pages_of(&*h));
+            if !p.is_null() {
+                tick::on_slow_path();
+                return p;
+            }
+        }
+    }
+    alloc_past_bins(size, align, zero)
+}
+
+/// [`alloc_big`] past the large bins.
+fn alloc_past_bins(size: usize, align: usize, zero: bool) -> *mut u8 {
     let p = alloc_page_block(size, align, zero);
     if record::tracing() && !p.is_null() {
         let h = thread_heap();
@@ -348,6 +365,24 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
         // A block of a binned class goes to this thread's large bins (the
         // empty heap — no heap, exited, tracing — has none).
         let h = tls::heap();
+        if !(*h).is_empty_heap() && (*h).free_to_bins_fits(b, PAGES.zone.epoch()) {
+            return;
+        }
+        free_block_slow(p, b);
+    }
+}
+
+/// [`free_block`] past a plain put in the large bins: the bins' whole
+/// path (a spill, a new tick), then the pages.
+///
+/// # Safety
+/// `b` is the checked live block at `p`, which the caller frees.
+#[cold]
+#[inline(never)]
+unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let h = tls::heap();
         if !(*h).is_empty_heap() {
             match (*h).free_to_bins(b, PAGES.zone.epoch(), || pages_of(&*h)) {
                 // The bins spilled to the pages: as any free that leaves
@@ -363,13 +398,10 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
 }
 
 /// [`free_block`] past the large bins: a huge block, a block of a class
-/// without a bin, or a thread without a heap. Out of line, so the bins'
-/// path keeps few registers.
+/// without a bin, or a thread without a heap.
 ///
 /// # Safety
 /// `b` is the checked live block at `p`, which the caller frees.
-#[cold]
-#[inline(never)]
 unsafe fn free_block_to_pages(p: *mut u8, b: *mut LargeBlock) {
     // SAFETY: forwarded contract.
     unsafe {

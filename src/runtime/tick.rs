@@ -74,6 +74,23 @@ pub fn on_slow_path() {
     on_slow_path_cold();
 }
 
+/// [`on_slow_path`], then `p`: a fast path's tail call, which keeps
+/// nothing live across the call.
+#[inline(always)]
+pub fn on_slow_path_then<T>(p: *mut T) -> *mut T {
+    if THREAD.load(Relaxed) == RUNNING {
+        return p;
+    }
+    on_slow_path_cold_then(p.cast()).cast()
+}
+
+#[cold]
+#[inline(never)]
+fn on_slow_path_cold_then(p: *mut u8) -> *mut u8 {
+    on_slow_path_cold();
+    p
+}
+
 /// Slow-path calls between looks at the clock.
 const CLOCK_EVERY: u32 = 64;
 

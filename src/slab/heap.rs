@@ -507,6 +507,50 @@ impl Heap {
         }
     }
 
+    /// [`alloc_from_bins`](Self::alloc_from_bins)'s common case alone, for
+    /// malloc's fast path: a request of at most [`BIN_MAX_BYTES`], aligned
+    /// to a page at most and not zeroed, served by a plain hit
+    /// ([`LargeBins::take_hit`]). Null when anything else is needed: the
+    /// caller then takes the whole path, which does it.
+    ///
+    /// # Safety
+    /// As `alloc_from_bins`; `size <= BIN_MAX_BYTES`.
+    #[inline(always)]
+    pub unsafe fn alloc_from_bins_hit(&self, size: usize, epoch: u32) -> *mut u8 {
+        debug_assert!(!self.is_empty_heap() && size <= BIN_MAX_BYTES);
+        let class = class_of_small(size.div_ceil(PAGE_SIZE));
+        // SAFETY: forwarded contract.
+        unsafe {
+            let (head, class) = self.large_bins.take_hit(class, epoch);
+            if head.is_null() {
+                return ptr::null_mut();
+            }
+            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
+            large::make_of_class(head, class, size, false)
+        }
+    }
+
+    /// [`free_to_bins`](Self::free_to_bins)'s common case alone, for free's
+    /// fast path: `b` of a binned class goes in without a spill
+    /// ([`LargeBins::put_fits`]). False (nothing done) when anything else
+    /// is needed.
+    ///
+    /// # Safety
+    /// As `free_to_bins`.
+    #[inline(always)]
+    pub unsafe fn free_to_bins_fits(&self, b: *mut LargeBlock, epoch: u32) -> bool {
+        debug_assert!(!self.is_empty_heap());
+        // SAFETY: forwarded contract.
+        unsafe {
+            let class = usize::from((*b).order).wrapping_sub(1);
+            if class >= BIN_CLASSES || !self.large_bins.put_fits(b, class, epoch) {
+                return false;
+            }
+            self.note_large_freed(class_pages(class) * PAGE_SIZE);
+            true
+        }
+    }
+
     /// free's way into the owner's large bins for `b`, a checked live
     /// large or huge block: `None` when its class has no bin (a huge block
     /// and a block aligned beyond a page are tagged 0, no class) and the

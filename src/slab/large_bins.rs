@@ -270,6 +270,86 @@ impl LargeBins {
         }
     }
 
+    /// [`take`](Self::take)'s common case alone: a hit, entered with plain
+    /// stores, in the tick of the owner's last use. Null when anything
+    /// else would be needed (a miss, a new tick, a remote in the way):
+    /// the caller then calls `take`, which does it all. No calls, so the
+    /// callers' fast paths keep few registers.
+    ///
+    /// # Safety
+    /// As [`take`](Self::take).
+    #[inline(always)]
+    pub unsafe fn take_hit(&self, class: usize, epoch: u32) -> (*mut Page, usize) {
+        debug_assert!(class < BIN_CLASSES);
+        if !self.lock.owner_try_enter_biased() {
+            return (ptr::null_mut(), class);
+        }
+        // SAFETY: the biased side excludes every remote holder; the
+        // indices are below BIN_CLASSES and the lengths.
+        unsafe {
+            let st = &mut *self.state.get();
+            if self.epoch.load(Relaxed) == epoch {
+                let last = (class + STEP_UP).min(BIN_CLASSES - 1);
+                let mut c = class;
+                loop {
+                    let n = *st.len.get_unchecked(c) as usize;
+                    if n > 0 {
+                        *st.len.get_unchecked_mut(c) = (n - 1) as u8;
+                        let p = *st.slots.get_unchecked(c).get_unchecked(n - 1);
+                        st.count -= class_pages(c);
+                        st.free_count >>= 1;
+                        bump(&self.c.hits, 1);
+                        self.held.store(st.count, Relaxed);
+                        self.lock.owner_exit_biased();
+                        return (p, c);
+                    }
+                    if c >= last {
+                        break;
+                    }
+                    c += 1;
+                }
+            }
+            self.lock.owner_exit_biased();
+        }
+        (ptr::null_mut(), class)
+    }
+
+    /// [`put`](Self::put)'s common case alone: room in the bin and under
+    /// `high`, entered with plain stores, in the tick of the owner's last
+    /// use. False (nothing done) when anything else would be needed: the
+    /// caller then calls `put`.
+    ///
+    /// # Safety
+    /// As [`put`](Self::put).
+    #[inline(always)]
+    pub unsafe fn put_fits(&self, b: *mut LargeBlock, class: usize, epoch: u32) -> bool {
+        debug_assert!(class < BIN_CLASSES);
+        if !self.lock.owner_try_enter_biased() {
+            return false;
+        }
+        // SAFETY: as in take_hit; b is the caller's live block (contract).
+        unsafe {
+            let st = &mut *self.state.get();
+            let np = class_pages(class);
+            let n = *st.len.get_unchecked(class) as usize;
+            let fits = self.epoch.load(Relaxed) == epoch
+                && n < BIN_SLOTS
+                && st.count + np <= st.high
+                && st.free_count + np < 2 * st.high;
+            if fits {
+                st.free_count += np;
+                bump(&self.c.free, 1);
+                (*b).set_kind(PageKind::Cached);
+                *st.slots.get_unchecked_mut(class).get_unchecked_mut(n) = b.cast();
+                *st.len.get_unchecked_mut(class) = (n + 1) as u8;
+                st.count += np;
+                self.held.store(st.count, Relaxed);
+            }
+            self.lock.owner_exit_biased();
+            fits
+        }
+    }
+
     /// Bins large block `b` of `class` (`class < BIN_CLASSES`), freed by
     /// the owner: it becomes `Cached`. Spills to `pages` first when the
     /// bin is full or the bins would pass `high`; returns whether it did.

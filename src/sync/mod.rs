@@ -304,16 +304,39 @@ impl BiasedLock {
     /// The owner enters. Never fails; usually only plain stores.
     #[inline]
     pub fn owner_enter(&self) -> Entry {
+        if self.owner_try_enter_biased() {
+            return Entry::Biased;
+        }
+        self.owner_lock()
+    }
+
+    /// The owner enters only if it may with plain stores (membarrier
+    /// works and no remote wants in): the fast paths' way, which leave the
+    /// rest to a slow path that calls [`owner_enter`](Self::owner_enter).
+    /// Leave with [`owner_exit_biased`](Self::owner_exit_biased).
+    #[inline(always)]
+    pub fn owner_try_enter_biased(&self) -> bool {
         if MEMBARRIER_OK.load(Ordering::Relaxed) {
             self.owner_in.store(true, Ordering::Relaxed);
             core::sync::atomic::compiler_fence(Ordering::SeqCst);
             // Acquire: see everything a remote did before it left.
             if !self.remote_wants.load(Ordering::Acquire) {
-                return Entry::Biased;
+                return true;
             }
             self.owner_in.store(false, Ordering::Release);
         }
-        self.owner_lock()
+        false
+    }
+
+    /// The owner leaves after [`owner_try_enter_biased`] said yes.
+    ///
+    /// # Safety
+    /// Paired with an `owner_try_enter_biased` that returned true.
+    ///
+    /// [`owner_try_enter_biased`]: Self::owner_try_enter_biased
+    #[inline(always)]
+    pub unsafe fn owner_exit_biased(&self) {
+        self.owner_in.store(false, Ordering::Release);
     }
 
     /// The owner's way in when it is not alone (a remote holds or wants
