@@ -639,3 +639,65 @@ fn large_bins_fast_paths_leave_the_rest_to_the_whole_path() {
     }
     bins.check();
 }
+
+/// Large blocks of 1 MiB and up are taken as movable, smaller ones as
+/// reclaimable, so the two sizes fill different pageblocks and a 4 MiB
+/// block finds a whole free MAX_ORDER block rather than one a 40 KiB
+/// block split. Deterministic: 64 live blocks of log-uniform size in
+/// 16 KiB – 4 MiB, 50,000 random replacements, on a zone of its own. At
+/// the end, MAX_ORDER blocks holding both a small and a big live block:
+/// 4 by size (where one type stole the other's pageblock), 9 when all
+/// blocks are of one type; and the zone grew to 156 MiB, not 176.
+#[test]
+fn big_and_small_large_blocks_keep_to_their_own_pageblocks() {
+    use std::collections::HashMap;
+    let env = Env::new(4 << 30);
+    let pages = env.pages();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let size = |r: u64| {
+        let u = (r >> 11) as f64 / (1u64 << 53) as f64;
+        ((16.0f64 * 1024.0).ln() + u * 256.0f64.ln()).exp() as usize
+    };
+    let mut live: Vec<(*mut u8, usize)> = (0..64)
+        .map(|_| {
+            let n = size(next());
+            (large::alloc(&pages, n, PAGE_SIZE, false), n)
+        })
+        .collect();
+    let mut peak = 0;
+    for _ in 0..50_000 {
+        let k = (next() % 64) as usize;
+        // SAFETY: a live block of env's, freed once.
+        unsafe { large::free(&pages, desc_of(live[k].0 as usize).cast()) };
+        let n = size(next());
+        live[k] = (large::alloc(&pages, n, PAGE_SIZE, false), n);
+        assert!(!live[k].0.is_null());
+        peak = peak.max(env.pa.zone.managed_pages());
+    }
+    // Which MAX_ORDER blocks (4 MiB) hold small and big live blocks.
+    let mut holds: HashMap<usize, (bool, bool)> = HashMap::new();
+    for &(p, n) in &live {
+        let big = n >= 1 << 20;
+        for b in [p as usize >> 22, (p as usize + n - 1) >> 22] {
+            let e = holds.entry(b).or_default();
+            e.0 |= !big;
+            e.1 |= big;
+        }
+    }
+    let mixed = holds.values().filter(|&&(s, b)| s && b).count();
+    let mib = (peak * PAGE_SIZE) >> 20;
+    eprintln!("{mixed} MAX_ORDER blocks hold both sizes; the zone grew to {mib} MiB");
+    assert!(mixed <= 5, "{mixed} MAX_ORDER blocks hold both sizes");
+    assert!(mib <= 166, "the zone grew to {mib} MiB");
+    for (p, _) in live {
+        // SAFETY: as above.
+        unsafe { large::free(&pages, desc_of(p as usize).cast()) };
+    }
+    env.check();
+}

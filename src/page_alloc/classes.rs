@@ -14,6 +14,7 @@
 //! `8 + 4·(l − 3) + (m − 5)`; the waste is below a quarter of the block.
 
 use crate::geometry::MAX_ORDER_PAGES;
+use crate::page::MigrateType;
 
 /// Classes up to MAX_ORDER_PAGES: 8 below 9 pages, 4 per doubling above.
 pub const NR_LARGE_CLASSES: usize = 8 + 4 * (MAX_ORDER_PAGES.trailing_zeros() as usize - 3);
@@ -63,6 +64,23 @@ static CLASS_PAGES: [u16; CLASS_TABLE_LEN] = {
     }
     t
 };
+
+/// Blocks of at least this many pages (1 MiB) are *big*: see
+/// [`migratetype_for`].
+pub const BIG_BLOCK_PAGES: usize = 256;
+
+/// The migratetype a large block of `pages` pages is taken as: big blocks
+/// movable, smaller ones reclaimable, so the two sizes fill different
+/// pageblocks (the kernel's grouping, by size here) and a free MAX_ORDER
+/// block is not split for a 40 KiB block while a 4 MiB one waits.
+#[inline]
+pub fn migratetype_for(pages: usize) -> MigrateType {
+    if pages >= BIG_BLOCK_PAGES {
+        MigrateType::Movable
+    } else {
+        MigrateType::Reclaimable
+    }
+}
 
 /// Most pages [`class_of_small`] answers for (256 KiB, the large bins'
 /// reach).

@@ -196,7 +196,8 @@ impl<'a> Pages<'a> {
         }
         let pages = classes::class_pages(class);
         (
-            self.zone().alloc_exact(pages, 0, MigrateType::Movable),
+            self.zone()
+                .alloc_exact(pages, 0, classes::migratetype_for(pages)),
             class,
         )
     }
@@ -206,9 +207,10 @@ impl<'a> Pages<'a> {
     /// list). As [`alloc_large`](Self::alloc_large) otherwise.
     pub fn alloc_exact_aligned(&self, pages: usize, align_order: u32) -> *mut Page {
         let zone = self.zone();
-        let p = zone.alloc_exact(pages, align_order, MigrateType::Movable);
+        let mt = classes::migratetype_for(pages);
+        let p = zone.alloc_exact(pages, align_order, mt);
         if p.is_null() && self.drained_all() {
-            return zone.alloc_exact(pages, align_order, MigrateType::Movable);
+            return zone.alloc_exact(pages, align_order, mt);
         }
         p
     }

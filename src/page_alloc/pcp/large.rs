@@ -32,8 +32,8 @@
 //! `class_pages(c)` pages.
 
 use crate::geometry::MAX_ORDER_PAGES;
-use crate::page::{LargeBlock, MigrateType, Page, PageKind, PageList};
-use crate::page_alloc::classes::{class_pages, NR_LARGE_CLASSES};
+use crate::page::{LargeBlock, Page, PageKind, PageList};
+use crate::page_alloc::classes::{class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::watermark::PcpParams;
 use crate::page_alloc::zone::Zone;
@@ -185,7 +185,7 @@ impl LargeLists {
             .clamp(1, LARGE_REFILL_MAX)
             .min(room + 1);
         let mut got = PageList::new();
-        let n = zone.rmqueue_exact_bulk(pages, want, MigrateType::Movable, &mut got);
+        let n = zone.rmqueue_exact_bulk(pages, want, migratetype_for(pages), &mut got);
         if n == 0 {
             return (core::ptr::null_mut(), class);
         }

@@ -367,7 +367,8 @@ impl Pageset {
     fn alloc_large_busy(&self, zone: &Zone, class: usize) -> (*mut Page, usize) {
         self.lock_busy.fetch_add(1, Relaxed);
         let pages = crate::page_alloc::classes::class_pages(class);
-        (zone.alloc_exact(pages, 0, MigrateType::Movable), class)
+        let mt = crate::page_alloc::classes::migratetype_for(pages);
+        (zone.alloc_exact(pages, 0, mt), class)
     }
 
     /// [`alloc_large`](Self::alloc_large)'s miss: a refill of the large

@@ -24,7 +24,7 @@ use crate::section::{self, desc_of, page_addr};
 use crate::util::order_for_pages;
 
 use super::buddy::take_block;
-use super::{StealRules, Zone, ZoneGuard};
+use super::{Zone, ZoneGuard};
 
 /// Free blocks looked at per order when searching for a run.
 const RUN_SCAN: usize = 16;
@@ -49,14 +49,11 @@ impl ZoneGuard<'_> {
                 return self.charge_or_undo(p, npages);
             }
         }
-        let mut p = self.inner.rmqueue_smallest(order, mt);
-        if p.is_null() {
-            let rules =
-                StealRules::from_bits(self.zone.steal.load(core::sync::atomic::Ordering::Relaxed));
-            p = self.inner.rmqueue_fallback(order, mt, rules);
-        }
+        let mut p = self.take_block_of(order, mt);
         if p.is_null() && self.grow(1 << order) {
-            p = self.inner.rmqueue_smallest(order, mt);
+            // Memory comes online movable: another type takes it through
+            // the fallback.
+            p = self.take_block_of(order, mt);
         }
         if p.is_null() {
             self.inner.c.alloc_fail += 1;

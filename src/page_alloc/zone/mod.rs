@@ -568,18 +568,25 @@ impl ZoneGuard<'_> {
     }
 
     /// Takes a block of `order` for `mt` from the free lists, falling back
-    /// to other migratetypes as seed 004 specifies (`__rmqueue`). Null if
-    /// no block is large enough.
+    /// to other migratetypes as seed 004 specifies (`__rmqueue`), and
+    /// counts it. Null if no block is large enough.
     fn rmqueue_once(&mut self, order: u32, mt: MigrateType) -> *mut Page {
-        let mut p = self.inner.rmqueue_smallest(order, mt);
-        if p.is_null() {
-            let rules = StealRules::from_bits(self.zone.steal.load(Relaxed));
-            p = self.inner.rmqueue_fallback(order, mt, rules);
-        }
+        let p = self.take_block_of(order, mt);
         if !p.is_null() {
             self.inner.c.pgalloc += 1 << order;
         }
         p
+    }
+
+    /// A free block of `order` for `mt`: of its own type, else stolen from
+    /// a fallback type's (`__rmqueue`). Not counted.
+    pub(super) fn take_block_of(&mut self, order: u32, mt: MigrateType) -> *mut Page {
+        let p = self.inner.rmqueue_smallest(order, mt);
+        if !p.is_null() {
+            return p;
+        }
+        let rules = StealRules::from_bits(self.zone.steal.load(Relaxed));
+        self.inner.rmqueue_fallback(order, mt, rules)
     }
 
     /// Frees a block (see [`Zone::free`]) under the held lock.
