@@ -69,16 +69,20 @@ static CLASS_PAGES: [u16; CLASS_TABLE_LEN] = {
 /// [`migratetype_for`].
 pub const BIG_BLOCK_PAGES: usize = 256;
 
-/// The migratetype a large block of `pages` pages is taken as: big blocks
-/// movable, smaller ones reclaimable, so the two sizes fill different
+/// The migratetype a large block of `pages` pages is taken as: smaller
+/// blocks movable, big ones reclaimable, so the two sizes fill different
 /// pageblocks (the kernel's grouping, by size here) and a free MAX_ORDER
-/// block is not split for a 40 KiB block while a 4 MiB one waits.
+/// block is not split for a 40 KiB block while a 4 MiB one waits. Big,
+/// not small, blocks share the reclaimable pageblocks of short-lived
+/// small objects (`slab/lifetime.rs`): a block of 1 MiB or more fills at
+/// least half of a pageblock itself, where a long-lived 64 KiB buffer
+/// among churned slabs would keep their pageblock from emptying whole.
 #[inline]
 pub fn migratetype_for(pages: usize) -> MigrateType {
     if pages >= BIG_BLOCK_PAGES {
-        MigrateType::Movable
-    } else {
         MigrateType::Reclaimable
+    } else {
+        MigrateType::Movable
     }
 }
 
@@ -91,13 +95,17 @@ pub const SMALL_CLASS_PAGES: usize = 64;
 #[inline(always)]
 pub fn class_of_small(pages: usize) -> usize {
     debug_assert!(pages <= SMALL_CLASS_PAGES);
-    // SAFETY: in bounds, as the caller promises (debug-checked above).
-    usize::from(unsafe { *SMALL_CLASS_OF.get_unchecked(pages) })
+    // The mask keeps the index in the table without a bounds check.
+    usize::from(SMALL_CLASS_OF[pages & (SMALL_TABLE_LEN - 1)])
 }
 
-/// [`class_of`] of 0..=SMALL_CLASS_PAGES pages.
-static SMALL_CLASS_OF: [u8; SMALL_CLASS_PAGES + 1] = {
-    let mut t = [0u8; SMALL_CLASS_PAGES + 1];
+/// Entries of [`SMALL_CLASS_OF`]: a power of two, so a mask bounds an
+/// index.
+const SMALL_TABLE_LEN: usize = (SMALL_CLASS_PAGES + 1).next_power_of_two();
+
+/// [`class_of`] of 0..=SMALL_CLASS_PAGES pages (0 past them).
+static SMALL_CLASS_OF: [u8; SMALL_TABLE_LEN] = {
+    let mut t = [0u8; SMALL_TABLE_LEN];
     let mut p = 1;
     while p <= SMALL_CLASS_PAGES {
         t[p] = class_of(p) as u8;
