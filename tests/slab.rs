@@ -645,6 +645,48 @@ fn large_bins_fast_paths_leave_the_rest_to_the_whole_path() {
     bins.check();
 }
 
+/// A thread that only frees: the whole path spills a full bin's colder
+/// half at each ninth free and counts the pages freed since the last
+/// allocation; when the next free would bring that count to twice `high`,
+/// the fast path refuses even though the block fits, so the whole path's
+/// free_high spill runs.
+#[test]
+fn large_bins_put_fits_leaves_free_high_to_the_whole_path() {
+    use pcpalloc::internals::{large_class_of, LargeBlock, BINS_HIGH_MIN};
+    assert!(pcpalloc::internals::ensure_init());
+    let env = Env::new(256 << 20);
+    let pages = env.pages();
+    let h = env.heap();
+    let bins = &h.large_bins;
+    let epoch = || env.pa.zone.epoch();
+    let class = large_class_of(4);
+    let blocks: Vec<_> = (0..32)
+        .map(|_| {
+            let p = large::alloc(&pages, 4 * PAGE_SIZE, PAGE_SIZE, false);
+            assert!(!p.is_null());
+            desc_of(p as usize).cast::<LargeBlock>()
+        })
+        .collect();
+    // SAFETY: this thread owns h; each block is env's, live until put.
+    unsafe {
+        assert!(bins.take(class, epoch(), || pages).0.is_null());
+        for &b in &blocks[..31] {
+            bins.put(b, class, epoch(), || pages);
+        }
+        // 31 frees of 4 pages: 124 counted; 7 blocks (28 pages) binned.
+        assert_eq!(bins.state(), (28, BINS_HIGH_MIN));
+        assert_eq!(bins.c.free_high.load(Relaxed), 0);
+        assert!(
+            !bins.put_fits(blocks[31], class, epoch()),
+            "124 + 4 reaches 2 x 64"
+        );
+        assert_eq!(bins.state(), (28, BINS_HIGH_MIN));
+        bins.put(blocks[31], class, epoch(), || pages);
+        assert_eq!(bins.c.free_high.load(Relaxed), 1);
+    }
+    bins.check();
+}
+
 /// Large blocks of 1 MiB and up are taken as reclaimable, smaller ones as
 /// movable, so the two sizes fill different pageblocks and a 4 MiB
 /// block finds a whole free MAX_ORDER block rather than one a 40 KiB
