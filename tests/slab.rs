@@ -584,13 +584,20 @@ fn large_bins_tune_high_like_a_pageset() {
     env.check();
 }
 
+/// A live large block of `npages` pages from `pages`, as its descriptor.
+fn large_block(pages: &Pages<'_>, npages: usize) -> *mut pcpalloc::internals::LargeBlock {
+    let p = large::alloc(pages, npages * PAGE_SIZE, PAGE_SIZE, false);
+    assert!(!p.is_null());
+    desc_of(p as usize).cast()
+}
+
 /// The large bins' fast paths (malloc's and free's first try) do only a
 /// plain hit and a put that fits, and leave everything else — a miss, a
 /// full bin, a put past `high`, the first use in a new tick — to the
 /// whole path, untouched: the bins read the same after a refusal.
 #[test]
 fn large_bins_fast_paths_leave_the_rest_to_the_whole_path() {
-    use pcpalloc::internals::{large_class_of, LargeBlock, BINS_HIGH_MIN, BIN_SLOTS};
+    use pcpalloc::internals::{large_class_of, BINS_HIGH_MIN, BIN_SLOTS};
     // The runtime's init registers membarrier, which the biased owner
     // side (the fast paths' only way in) needs.
     assert!(pcpalloc::internals::ensure_init());
@@ -599,11 +606,7 @@ fn large_bins_fast_paths_leave_the_rest_to_the_whole_path() {
     let h = env.heap();
     let bins = &h.large_bins;
     let epoch = || env.pa.zone.epoch();
-    let alloc = |npages: usize| {
-        let p = large::alloc(&pages, npages * PAGE_SIZE, PAGE_SIZE, false);
-        assert!(!p.is_null());
-        desc_of(p as usize).cast::<LargeBlock>()
-    };
+    let alloc = |npages: usize| large_block(&pages, npages);
     let class = large_class_of(4);
     // SAFETY: this thread owns h; the blocks are env's, live until put.
     unsafe {
@@ -652,7 +655,7 @@ fn large_bins_fast_paths_leave_the_rest_to_the_whole_path() {
 /// free_high spill runs.
 #[test]
 fn large_bins_put_fits_leaves_free_high_to_the_whole_path() {
-    use pcpalloc::internals::{large_class_of, LargeBlock, BINS_HIGH_MIN};
+    use pcpalloc::internals::{large_class_of, BINS_HIGH_MIN};
     assert!(pcpalloc::internals::ensure_init());
     let env = Env::new(256 << 20);
     let pages = env.pages();
@@ -660,13 +663,7 @@ fn large_bins_put_fits_leaves_free_high_to_the_whole_path() {
     let bins = &h.large_bins;
     let epoch = || env.pa.zone.epoch();
     let class = large_class_of(4);
-    let blocks: Vec<_> = (0..32)
-        .map(|_| {
-            let p = large::alloc(&pages, 4 * PAGE_SIZE, PAGE_SIZE, false);
-            assert!(!p.is_null());
-            desc_of(p as usize).cast::<LargeBlock>()
-        })
-        .collect();
+    let blocks: Vec<_> = (0..32).map(|_| large_block(&pages, 4)).collect();
     // SAFETY: this thread owns h; each block is env's, live until put.
     unsafe {
         assert!(bins.take(class, epoch(), || pages).0.is_null());

@@ -282,11 +282,6 @@ fn alloc_big_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
             }
         }
     }
-    alloc_past_bins(size, align, zero)
-}
-
-/// [`alloc_big`] past the large bins.
-fn alloc_past_bins(size: usize, align: usize, zero: bool) -> *mut u8 {
     let p = alloc_page_block(size, align, zero);
     if record::tracing() && !p.is_null() {
         let h = thread_heap();
@@ -393,18 +388,8 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
                 None => {}
             }
         }
-        free_block_to_pages(p, b);
-    }
-}
-
-/// [`free_block`] past the large bins: a huge block, a block of a class
-/// without a bin, or a thread without a heap.
-///
-/// # Safety
-/// `b` is the checked live block at `p`, which the caller frees.
-unsafe fn free_block_to_pages(p: *mut u8, b: *mut LargeBlock) {
-    // SAFETY: forwarded contract.
-    unsafe {
+        // Past the bins: a huge block, a block of a class without a bin,
+        // or a thread without a heap.
         let h = current_heap();
         if record::tracing() && !(*h).is_empty_heap() {
             record::record(&*h, Op::Free, p, 0, 0);

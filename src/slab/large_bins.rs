@@ -247,25 +247,11 @@ impl LargeBins {
                     self.on_tick(st, epoch, &pages());
                 }
                 st.free_count >>= 1;
-                let last = (class + STEP_UP).min(BIN_CLASSES - 1);
-                let mut c = class;
-                loop {
-                    let n = *st.len.get_unchecked(c) as usize;
-                    if n > 0 {
-                        *st.len.get_unchecked_mut(c) = (n - 1) as u8;
-                        let p = *st.slots.get_unchecked(c).get_unchecked(n - 1);
-                        st.count -= class_pages(c);
-                        bump(&self.c.hits, 1);
-                        self.held.store(st.count, Relaxed);
-                        return (p, c);
-                    }
-                    if c >= last {
-                        break;
-                    }
-                    c += 1;
+                let (p, c) = self.pop(st, class);
+                if p.is_null() {
+                    st.grow_on_miss(class, &self.c);
                 }
-                st.grow_on_miss(class, &self.c);
-                (ptr::null_mut(), class)
+                (p, c)
             })
         }
     }
@@ -288,30 +274,66 @@ impl LargeBins {
         // indices are below BIN_CLASSES and the lengths.
         unsafe {
             let st = &mut *self.state.get();
+            let mut r = (ptr::null_mut(), class);
             if self.epoch.load(Relaxed) == epoch {
-                let last = (class + STEP_UP).min(BIN_CLASSES - 1);
-                let mut c = class;
-                loop {
-                    let n = *st.len.get_unchecked(c) as usize;
-                    if n > 0 {
-                        *st.len.get_unchecked_mut(c) = (n - 1) as u8;
-                        let p = *st.slots.get_unchecked(c).get_unchecked(n - 1);
-                        st.count -= class_pages(c);
-                        st.free_count >>= 1;
-                        bump(&self.c.hits, 1);
-                        self.held.store(st.count, Relaxed);
-                        self.lock.owner_exit_biased();
-                        return (p, c);
-                    }
-                    if c >= last {
-                        break;
-                    }
-                    c += 1;
+                r = self.pop(st, class);
+                if !r.0.is_null() {
+                    st.free_count >>= 1;
                 }
             }
             self.lock.owner_exit_biased();
+            r
         }
-        (ptr::null_mut(), class)
+    }
+
+    /// Pops the newest block of `class`, or of a class at most
+    /// [`STEP_UP`] larger, off `st` (this bins' state, held by the
+    /// caller), counting the hit: the head and its class, or null and
+    /// `class`.
+    #[inline(always)]
+    fn pop(&self, st: &mut State, class: usize) -> (*mut Page, usize) {
+        let last = (class + STEP_UP).min(BIN_CLASSES - 1);
+        let mut c = class;
+        loop {
+            // SAFETY: c <= last < BIN_CLASSES; n - 1 < len <= BIN_SLOTS.
+            unsafe {
+                let n = *st.len.get_unchecked(c) as usize;
+                if n > 0 {
+                    *st.len.get_unchecked_mut(c) = (n - 1) as u8;
+                    let p = *st.slots.get_unchecked(c).get_unchecked(n - 1);
+                    st.count -= class_pages(c);
+                    bump(&self.c.hits, 1);
+                    self.held.store(st.count, Relaxed);
+                    return (p, c);
+                }
+            }
+            if c >= last {
+                return (ptr::null_mut(), class);
+            }
+            c += 1;
+        }
+    }
+
+    /// Pushes `b`, a block of `class` (`np` pages) the owner frees, on its
+    /// bin in `st` (held by the caller; the bin has room): it becomes
+    /// `Cached`, and the free is counted.
+    ///
+    /// # Safety
+    /// `b` is a live block of `class` the caller frees; `class <
+    /// BIN_CLASSES` and its bin holds fewer than BIN_SLOTS blocks.
+    #[inline(always)]
+    unsafe fn push(&self, st: &mut State, b: *mut LargeBlock, class: usize, np: usize) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            let n = *st.len.get_unchecked(class) as usize;
+            debug_assert!(n < BIN_SLOTS);
+            (*b).set_kind(PageKind::Cached);
+            *st.slots.get_unchecked_mut(class).get_unchecked_mut(n) = b.cast();
+            *st.len.get_unchecked_mut(class) = (n + 1) as u8;
+        }
+        st.count += np;
+        bump(&self.c.free, 1);
+        self.held.store(st.count, Relaxed);
     }
 
     /// [`put`](Self::put)'s common case alone: room in the bin and under
@@ -338,12 +360,7 @@ impl LargeBins {
                 && st.free_count + np < 2 * st.high;
             if fits {
                 st.free_count += np;
-                bump(&self.c.free, 1);
-                (*b).set_kind(PageKind::Cached);
-                *st.slots.get_unchecked_mut(class).get_unchecked_mut(n) = b.cast();
-                *st.len.get_unchecked_mut(class) = (n + 1) as u8;
-                st.count += np;
-                self.held.store(st.count, Relaxed);
+                self.push(st, b, class, np);
             }
             self.lock.owner_exit_biased();
             fits
@@ -374,7 +391,6 @@ impl LargeBins {
                     self.on_tick(st, epoch, &pages());
                 }
                 let np = class_pages(class);
-                bump(&self.c.free, 1);
                 // No overflow: a free_high spill zeroes it, and short of
                 // that it would take 2^58 frees.
                 st.free_count += np;
@@ -384,12 +400,7 @@ impl LargeBins {
                 if spill {
                     st.make_room(class, np, &pages(), &self.c);
                 }
-                let n = *st.len.get_unchecked(class) as usize;
-                (*b).set_kind(PageKind::Cached);
-                *st.slots.get_unchecked_mut(class).get_unchecked_mut(n) = b.cast();
-                *st.len.get_unchecked_mut(class) = (n + 1) as u8;
-                st.count += np;
-                self.held.store(st.count, Relaxed);
+                self.push(st, b, class, np);
                 spill
             })
         }
