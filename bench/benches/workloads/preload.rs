@@ -185,8 +185,26 @@ pub(crate) fn allocators(lib: PathBuf, opts: &Opts) -> Vec<(&'static str, Option
             v.push((name, Some(p)));
         }
     }
+    // The peers bench/peers/build.sh builds from their crates' sources.
+    let built = pcpalloc_bench::preload::target_dir().join("peers");
+    for (name, file) in [
+        ("mimalloc-2.3", "libmimalloc-v2.so"),
+        ("mimalloc-3.3", "libmimalloc-v3.so"),
+        ("snmalloc", "libsnmallocshim.so"),
+    ] {
+        let p = built.join(file);
+        if p.exists() {
+            v.push((name, Some(p)));
+        }
+    }
     v
 }
+
+/// Key of the per-round ratio of ours to the fastest other allocator (the
+/// system's included, the earlier build of ours not).
+const FASTEST: usize = 103;
+/// Keys of the per-round ratios of ours to each allocator: `EACH + ai`.
+const EACH: usize = 200;
 
 /// Runs `bin args` with `preload`; returns (seconds, peak bytes). The
 /// program reports its own VmHWM (ru_maxrss of a child of a large process
@@ -273,6 +291,24 @@ pub fn section(opts: &Opts, out: &Path) -> String {
                     .or_default()
                     .push(times[ai] / times[0]);
             }
+            let others = allocs
+                .iter()
+                .enumerate()
+                .filter(|(ai, a)| *ai != 1 && a.0 != "before")
+                .map(|(ai, _)| times[ai]);
+            let fastest = others.fold(f64::INFINITY, f64::min);
+            if allocs.len() > 2 {
+                round_ratios
+                    .entry((pi, FASTEST))
+                    .or_default()
+                    .push(times[1] / fastest);
+            }
+            for (ai, t) in times.iter().enumerate() {
+                round_ratios
+                    .entry((pi, EACH + ai))
+                    .or_default()
+                    .push(times[1] / t);
+            }
             if let Some(mi) = mimalloc {
                 round_ratios
                     .entry((pi, 100 + 1))
@@ -306,6 +342,9 @@ pub fn section(opts: &Opts, out: &Path) -> String {
             head.push("before / mimalloc".into());
         }
     }
+    if allocs.len() > 2 {
+        head.push("pcpalloc / fastest".into());
+    }
     for (n, _) in &allocs {
         head.push(format!("RSS {n}"));
     }
@@ -334,7 +373,13 @@ pub fn section(opts: &Opts, out: &Path) -> String {
                 let r = ratio_of(pi, 102);
                 row.push(r.show_with(two));
                 ratios[col].push(r.median());
+                col += 1;
             }
+        }
+        if allocs.len() > 2 {
+            let r = ratio_of(pi, FASTEST);
+            row.push(r.show_with(two));
+            ratios[col].push(r.median());
         }
         for ai in 0..allocs.len() {
             row.push(runs_of(pi, ai, |s| s.1).show_with(mib));
@@ -370,7 +415,41 @@ pub fn section(opts: &Opts, out: &Path) -> String {
             peers.join(", ")
         }
     );
-    t.render()
+    let mut text = t.render();
+    // Ours over each allocator, the geometric mean over the programs, and
+    // the programs where ours is more than 1.10x the fastest.
+    let names: Vec<&str> = allocs.iter().map(|a| a.0).collect();
+    let mut g = Table::new(
+        "pcpalloc's time over each allocator's, geometric mean over the programs",
+        &names,
+    );
+    g.row(
+        (0..allocs.len())
+            .map(|ai| {
+                let med: Vec<f64> = (0..progs.len())
+                    .map(|pi| ratio_of(pi, EACH + ai).median())
+                    .collect();
+                format!("{:.3}", geomean(&med))
+            })
+            .collect(),
+    );
+    let slow: Vec<&str> = progs
+        .iter()
+        .enumerate()
+        .filter(|(pi, _)| ratio_of(*pi, FASTEST).median() > 1.10)
+        .map(|(_, (p, _))| p.name)
+        .collect();
+    g.note = format!(
+        "Medians of each round's ratio, per program. Programs where pcpalloc took more than 1.10x \
+         the fastest other allocator's time: {}.",
+        if slow.is_empty() {
+            "none".to_string()
+        } else {
+            slow.join(", ")
+        }
+    );
+    text.push_str(&g.render());
+    text
 }
 
 /// Allocator instructions per 1000 instructions of the program's own code,
