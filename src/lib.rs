@@ -234,6 +234,7 @@ pub mod internals {
         LargeBins, BINS_HIGH_MAX, BINS_HIGH_MIN, BIN_CLASSES, BIN_MAX_BYTES, BIN_SLOTS,
     };
     pub use crate::slab::remote::{REMOTE_BATCH, REMOTE_SLOTS};
+    pub use crate::slab::slab::{tf_count, tf_list};
     pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
     pub use crate::stats_report::{contention_percent, count_cxx, CxxCall};
     pub use crate::sys::{current_cpu, inject_map_failures};

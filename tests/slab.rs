@@ -268,13 +268,16 @@ fn a_thread_gives_other_heaps_objects_back_to_their_slabs() {
             .head
             .load(Relaxed)
             .cast::<pcpalloc::internals::Slab>();
+        // The list's length, which the count that came with it must match.
         let on_remote_list = |s: *mut pcpalloc::internals::Slab| {
-            let mut q = ((*s).thread_free.load(Relaxed) & !1) as *const usize;
+            let tf = (*s).thread_free.load(Relaxed);
+            let mut q = pcpalloc::internals::tf_list(tf) as *const usize;
             let mut k = 0;
             while !q.is_null() {
                 k += 1;
                 q = q.read() as *const usize;
             }
+            assert_eq!(pcpalloc::internals::tf_count(tf) as usize, k);
             k
         };
         let batch = REMOTE_BATCH as usize;
@@ -291,6 +294,64 @@ fn a_thread_gives_other_heaps_objects_back_to_their_slabs() {
     let again = fill(&env, owner, size, 1);
     assert_eq!(owner.remote_collected.load(Relaxed) as usize, n);
     free_all(&env, owner, again);
+}
+
+/// The remote list carries its count in `thread_free`, so the owner takes
+/// it without walking it; when the slab's own list is not empty the
+/// owner splices the remote list in front of it, and the accounting must
+/// still hold (fails if the count is dropped, doubled, or the splice loses
+/// the own list).
+#[test]
+fn remote_frees_counted_in_one_word_join_the_slabs_own_list() {
+    let env = Env::new(64 << 20);
+    let (owner, other) = (env.heap(), env.heap());
+    let size = 48;
+    let cap = usize::from(CAPACITY[class_of(size)]);
+    let v = fill(&env, owner, size, 1);
+    let (own, remote) = (10, 2 * REMOTE_BATCH as usize + 3);
+    // SAFETY: each thread heap is driven by this thread; every p is live
+    // and freed once; the slab is read while no other thread runs.
+    unsafe {
+        let s = (*desc_of(v[0] as usize))
+            .head
+            .load(Relaxed)
+            .cast::<pcpalloc::internals::Slab>();
+        let mut o = owner.owned();
+        for &p in &v[..own] {
+            free_owned(&mut o, p, KEY, &env.pages());
+        }
+        o.flush_bins(&env.pages()); // onto the slab's own list
+        assert!(!(*s).free.is_null());
+        let mut t = other.owned();
+        for &p in &v[own..own + remote] {
+            free_owned(&mut t, p, KEY, &env.pages());
+        }
+        t.flush_remote();
+        let tf = (*s).thread_free.load(Relaxed);
+        assert_eq!(pcpalloc::internals::tf_count(tf) as usize, remote);
+        assert_eq!(env.check().1, cap - own - remote);
+        o.collect(&env.pages());
+        assert_eq!((*s).thread_free.load(Relaxed), 0);
+        assert_eq!(owner.remote_collected.load(Relaxed) as usize, remote);
+        assert_eq!(usize::from((*s).used), cap - own - remote);
+    }
+    assert_eq!(env.check().1, cap - own - remote);
+    // Every object freed comes back, none twice.
+    let again = fill(&env, owner, size, 1);
+    let mut all: Vec<usize> = again.iter().map(|&p| p as usize).collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), cap);
+    free_all(&env, owner, again);
+    let rest: Vec<*mut u8> = v[own + remote..].to_vec();
+    // SAFETY: this thread drives owner; the rest of v is live.
+    unsafe {
+        let mut o = owner.owned();
+        for p in rest {
+            free_owned(&mut o, p, KEY, &env.pages());
+        }
+    }
+    assert_eq!(env.check().1, 0);
 }
 
 #[test]

@@ -141,8 +141,13 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
             let owner = (*s).owner.load(Relaxed) as usize;
             assert!(known[..nheaps].contains(&owner), "slab owned by no heap");
             let free_len = slab::list_len((*s).free, (*s).capacity);
-            let tf = (*s).thread_free.load(Relaxed) & !slab::FULL_NOTIFY;
-            let tf_len = slab::list_len(tf as *mut u8, (*s).capacity);
+            let tf = (*s).thread_free.load(Relaxed);
+            let tf_len = slab::list_len(slab::tf_list(tf), (*s).capacity);
+            assert_eq!(
+                slab::tf_count(tf) as usize,
+                tf_len,
+                "remote list count differs from its length"
+            );
             assert_eq!(
                 (*s).used as usize + free_len,
                 (*s).reserved as usize,

@@ -241,7 +241,7 @@ unsafe fn is_free_in(h: *const Heap, s: *mut Slab, p: *mut u8) -> bool {
             q = FreeObject::at(q).next();
             n += 1;
         }
-        let mut q = ((*s).thread_free.load(Acquire) & !slab::FULL_NOTIFY) as *mut u8;
+        let mut q = slab::tf_list((*s).thread_free.load(Acquire));
         n = 0;
         while !q.is_null() && n <= cap {
             if q == p {

@@ -327,7 +327,7 @@ impl Heap {
         // heap's is never written.
         unsafe {
             if (*h).is_empty_heap() {
-                if slab::push_remote(s, p, p) {
+                if slab::push_remote(s, p, p, 1) {
                     Heap::notify_owner(s);
                 }
             } else {

@@ -148,7 +148,7 @@ impl RemoteBatch {
         // counted in its `used` (invariant); after the CAS they are the
         // slab's.
         unsafe {
-            if slab::push_remote(c.slab, c.head, c.tail) {
+            if slab::push_remote(c.slab, c.head, c.tail, c.count) {
                 notify(c.slab);
             }
         }

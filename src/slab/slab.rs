@@ -42,6 +42,25 @@ use super::object::FreeObject;
 /// Low bit of `thread_free`: the slab is full and its owner wants to hear
 /// about the next remote free.
 pub const FULL_NOTIFY: usize = 1;
+/// Where `thread_free` keeps how many objects its list holds: the top 16
+/// bits, above the 47 bits of a user address (a section is below 2^47, see
+/// `section::is_ours`), so the owner takes list and count with one swap
+/// and need not walk the list (snmalloc's counted batches, in one word).
+const TF_COUNT_SHIFT: u32 = 48;
+/// The list's first object in `thread_free`.
+pub const TF_PTR_MASK: usize = ((1 << TF_COUNT_SHIFT) - 1) & !FULL_NOTIFY;
+
+/// The first object of the remote list in `thread_free` word `tf`.
+#[inline(always)]
+pub fn tf_list(tf: usize) -> *mut u8 {
+    (tf & TF_PTR_MASK) as *mut u8
+}
+
+/// How many objects the remote list in `thread_free` word `tf` holds.
+#[inline(always)]
+pub fn tf_count(tf: usize) -> u32 {
+    (tf >> TF_COUNT_SHIFT) as u32
+}
 /// `flags`: the slab is full and on no list; a local free or a delayed-free
 /// notice brings it back to the partial list.
 pub const IN_FULL: u8 = 1 << 1;
@@ -79,8 +98,9 @@ pub struct Slab {
     pub owner: AtomicPtr<u8>,
     /// The owner's free list of objects (owner-only).
     pub free: *mut u8,
-    /// Objects freed by other threads, pushed with CAS; the low bit is
-    /// `FULL_NOTIFY`.
+    /// Objects freed by other threads, pushed with CAS: the first object,
+    /// `FULL_NOTIFY` in the low bit, and in the top 16 bits how many the
+    /// list holds ([`tf_list`], [`tf_count`]).
     pub thread_free: AtomicUsize,
     /// Size class index.
     pub class: u8,
@@ -350,42 +370,51 @@ pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
         if (*s).thread_free.load(Relaxed) & !FULL_NOTIFY == 0 {
             return 0;
         }
-        let list = (*s).thread_free.swap(0, Acquire) & !FULL_NOTIFY;
-        let mut n = 0u32;
-        let mut p = list as *mut u8;
-        let mut last = p;
-        while !p.is_null() {
-            n += 1;
-            last = p;
-            p = FreeObject::at(p).next();
-        }
+        let tf = (*s).thread_free.swap(0, Acquire);
+        let (list, n) = (tf_list(tf), tf_count(tf));
+        debug_assert_eq!(list_len(list, (*s).capacity), n as usize);
         if n > 0 {
-            FreeObject::at(last).set_next((*s).free);
-            (*s).free = list as *mut u8;
+            // The count came with the list: only a non-empty own list
+            // needs the remote list's last object (the common callers
+            // collect when their own list ran dry, or the slab was full).
+            if !(*s).free.is_null() {
+                let mut last = list;
+                for _ in 1..n {
+                    last = FreeObject::at(last).next();
+                }
+                FreeObject::at(last).set_next((*s).free);
+            }
+            (*s).free = list;
             (*s).used -= n as u16;
         }
         n
     }
 }
 
-/// Pushes the chain `first ..= last` of objects of `s` (linked through
+/// Pushes the chain `first ..= last` of `n` objects of `s` (linked through
 /// word 0, each carrying the free key) on the slab's remote list with one
-/// CAS. Returns true if the slab was marked full, in which case the caller
-/// must notify the owner.
+/// CAS, which also adds `n` to the list's count. Returns true if the slab
+/// was marked full, in which case the caller must notify the owner.
 ///
 /// # Safety
 /// The objects are objects of `s` the slab counts as in use, freed by a
-/// thread that does not own the slab, and nobody uses them.
+/// thread that does not own the slab, and nobody uses them; `n` counts
+/// them.
 #[inline]
-pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8) -> bool {
+pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -> bool {
+    debug_assert!(first as usize & !TF_PTR_MASK == 0);
     // SAFETY: the chain is ours (contract); after the CAS it belongs to
     // the list, which only the owner takes.
     unsafe {
         let tf = &(*s).thread_free;
         let mut old = tf.load(Relaxed);
         loop {
-            FreeObject::at(last).set_next((old & !FULL_NOTIFY) as *mut u8);
-            match tf.compare_exchange_weak(old, first as usize, Release, Relaxed) {
+            // The list holds distinct objects of the slab: its count stays
+            // within the capacity, far below 2^16.
+            let count = (tf_count(old) + n) as usize;
+            FreeObject::at(last).set_next(tf_list(old));
+            let new = first as usize | count << TF_COUNT_SHIFT;
+            match tf.compare_exchange_weak(old, new, Release, Relaxed) {
                 Ok(_) => return old & FULL_NOTIFY != 0,
                 Err(o) => old = o,
             }
