@@ -75,7 +75,7 @@ pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize)
     // empty heap, which owns no slab) is not written; the slab's own list
     // is written only by its owner, which `h` is.
     unsafe {
-        if (*s).owner.load(Relaxed) != h as *mut u8 {
+        if Slab::fixed_owner(s) != h as *mut u8 {
             return Freed::Remote;
         }
         let class = (*s).class as usize;
