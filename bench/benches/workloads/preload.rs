@@ -200,9 +200,6 @@ pub(crate) fn allocators(lib: PathBuf, opts: &Opts) -> Vec<(&'static str, Option
     v
 }
 
-/// Key of the per-round ratio of ours to the fastest other allocator (the
-/// system's included, the earlier build of ours not).
-const FASTEST: usize = 103;
 /// Keys of the per-round ratios of ours to each allocator: `EACH + ai`.
 const EACH: usize = 200;
 
@@ -291,18 +288,6 @@ pub fn section(opts: &Opts, out: &Path) -> String {
                     .or_default()
                     .push(times[ai] / times[0]);
             }
-            let others = allocs
-                .iter()
-                .enumerate()
-                .filter(|(ai, a)| *ai != 1 && a.0 != "before")
-                .map(|(ai, _)| times[ai]);
-            let fastest = others.fold(f64::INFINITY, f64::min);
-            if allocs.len() > 2 {
-                round_ratios
-                    .entry((pi, FASTEST))
-                    .or_default()
-                    .push(times[1] / fastest);
-            }
             for (ai, t) in times.iter().enumerate() {
                 round_ratios
                     .entry((pi, EACH + ai))
@@ -331,6 +316,19 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     };
     let ratio_of = |pi: usize, key: usize| -> Runs {
         round_ratios.get(&(pi, key)).cloned().unwrap_or_default()
+    };
+    // Ours over the fastest other allocator (the system's included, the
+    // earlier build of ours not): our median time over the least of the
+    // others' medians — not each round's least time, which the noise of
+    // many allocators would pull down.
+    let over_fastest = |pi: usize| -> f64 {
+        let med = |ai: usize| runs_of(pi, ai, |s| s.0).median();
+        let fastest = (0..allocs.len())
+            .filter(|&ai| ai != 1 && allocs[ai].0 != "before")
+            .map(med)
+            .filter(|t| t.is_finite())
+            .fold(f64::INFINITY, f64::min);
+        med(1) / fastest
     };
     let mut head: Vec<String> = vec!["program".into(), "system (s)".into()];
     for (n, _) in &allocs[1..] {
@@ -377,9 +375,9 @@ pub fn section(opts: &Opts, out: &Path) -> String {
             }
         }
         if allocs.len() > 2 {
-            let r = ratio_of(pi, FASTEST);
-            row.push(r.show_with(two));
-            ratios[col].push(r.median());
+            let r = over_fastest(pi);
+            row.push(two(r));
+            ratios[col].push(r);
         }
         for ai in 0..allocs.len() {
             row.push(runs_of(pi, ai, |s| s.1).show_with(mib));
@@ -405,7 +403,8 @@ pub fn section(opts: &Opts, out: &Path) -> String {
         "Time of the system malloc in seconds, then time ratios (lower is better): each allocator's \
          over the system's, and ours (and the earlier build's) over mimalloc's, each round's ratio; \
          medians of {} interleaved round(s), range in parentheses (the geometric mean is over the \
-         medians). Programs printing `rtime` (fixed duration, 1e9 / throughput) are timed by it, \
+         medians); pcpalloc / fastest is our median time over the least median of the others \
+         (the system's included). Programs printing `rtime` (fixed duration, 1e9 / throughput) are timed by it, \
          the others by wall time. RSS: peak resident set of the process (VmHWM). Peers found \
          installed and preloaded: {}. Sources in bench/c/.",
         opts.runs,
@@ -436,7 +435,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     let slow: Vec<&str> = progs
         .iter()
         .enumerate()
-        .filter(|(pi, _)| ratio_of(*pi, FASTEST).median() > 1.10)
+        .filter(|(pi, _)| over_fastest(*pi) > 1.10)
         .map(|(_, (p, _))| p.name)
         .collect();
     g.note = format!(
