@@ -84,7 +84,7 @@ pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize)
             (*bins).push(class, p, key);
             return Freed::Done;
         }
-        if Heap::give_back_to_slab(&*h, p, s, key) {
+        if Heap::give_back_to_slab(&*h, p, s, class, key) {
             return Freed::SlabChanged;
         }
         Freed::Done

@@ -141,6 +141,11 @@ pub struct Heap {
     /// read-modify-write), so each only grows; see [`Heap::usage`].
     pub(super) small_taken: AtomicU64,
     small_returned: AtomicU64,
+    /// Objects of each class the owner's free put straight back on their
+    /// slab, its bin being full: counted as objects, by class, so that
+    /// path adds one to a word it indexes already instead of looking the
+    /// class's size up (bytes = count × class size; see [`Heap::usage`]).
+    returned_objects: [AtomicU64; NR_CLASSES],
     /// Bytes of other heaps' small objects this heap's thread freed (onto
     /// their slabs' remote lists). Written by the owner alone — except on
     /// the empty heap, shared by every thread without a heap, where it is
@@ -228,6 +233,7 @@ impl Heap {
             remote_collected: AtomicU64::new(0),
             small_taken: AtomicU64::new(0),
             small_returned: AtomicU64::new(0),
+            returned_objects: [const { AtomicU64::new(0) }; NR_CLASSES],
             small_remote_freed: AtomicU64::new(0),
             large_allocated: AtomicU64::new(0),
             large_freed: AtomicU64::new(0),
@@ -273,8 +279,10 @@ impl Heap {
             binned += u64::from(n) * u64::from(size);
         }
         let d = |a: &AtomicU64, b: &AtomicU64| a.load(Relaxed).wrapping_sub(b.load(Relaxed)) as i64;
+        let small_out =
+            d(&self.small_taken, &self.small_returned).wrapping_sub(self.returned_inline() as i64);
         HeapUsage {
-            small_out: d(&self.small_taken, &self.small_returned),
+            small_out,
             binned,
             large_out: d(&self.large_allocated, &self.large_freed),
             remote_freed: self.small_remote_freed.load(Relaxed) as i64,
@@ -286,14 +294,26 @@ impl Heap {
     /// and freed by its thread onto other heaps' slabs; bytes of large
     /// blocks its thread allocated, and freed.
     pub fn totals(&self) -> [u64; 5] {
-        [
+        let mut t = [
             &self.small_taken,
             &self.small_returned,
             &self.small_remote_freed,
             &self.large_allocated,
             &self.large_freed,
         ]
-        .map(|c| c.load(Relaxed))
+        .map(|c| c.load(Relaxed));
+        t[1] = t[1].wrapping_add(self.returned_inline());
+        t
+    }
+
+    /// Bytes of the objects the owner's free put straight back on their
+    /// slabs ([`give_back_to_slab`](Self::give_back_to_slab)).
+    fn returned_inline(&self) -> u64 {
+        self.returned_objects
+            .iter()
+            .zip(CLASS_SIZE)
+            .map(|(n, size)| n.load(Relaxed).wrapping_mul(u64::from(size)))
+            .fold(0, u64::wrapping_add)
     }
 
     /// Counts `bytes` of another heap's small object freed by `h`'s thread
@@ -349,21 +369,29 @@ impl Heap {
         unsafe { (*Heap::bins(h)).pop(class) }
     }
 
-    /// The owner frees `p`, whose bin is full, straight onto slab `s`
-    /// (marked with `key`, counted as returned). True when the slab then
-    /// needs [`Owned::slab_given_back`] (it became empty, or was full).
-    /// Kept apart from `Owned` so the common case needs no page allocator.
+    /// The owner frees `p`, whose bin is full, straight onto slab `s` of
+    /// class `class` (marked with `key`, counted as returned). True when
+    /// the slab then needs [`Owned::slab_given_back`] (it became empty, or
+    /// was full). Kept apart from `Owned` so the common case needs no page
+    /// allocator.
     ///
     /// # Safety
     /// The calling thread owns `h`, and `h` owns `s`; `p` is a live object
-    /// of `s` that nobody uses.
+    /// of `s` that nobody uses; `class` is `s`'s class.
     #[inline]
-    pub unsafe fn give_back_to_slab(h: &Heap, p: *mut u8, s: *mut Slab, key: usize) -> bool {
+    pub unsafe fn give_back_to_slab(
+        h: &Heap,
+        p: *mut u8,
+        s: *mut Slab,
+        class: usize,
+        key: usize,
+    ) -> bool {
         // SAFETY: p is ours to mark and relink; owner-only slab fields
-        // (contract).
+        // and counters (contract); class < NR_CLASSES (a slab's class).
         unsafe {
+            debug_assert_eq!(class, usize::from((*s).class));
             FreeObject::at(p).mark(key);
-            h.note_small_returned(slab::object_size(s));
+            bump(h.returned_objects.get_unchecked(class), 1);
             slab::give_back(s, p)
         }
     }
