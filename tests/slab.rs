@@ -354,6 +354,84 @@ fn remote_frees_counted_in_one_word_join_the_slabs_own_list() {
     assert_eq!(env.check().1, 0);
 }
 
+/// Remote frees in batches (flushed at odd points) race the owner's own
+/// frees, refills, full-marking, bin flushes and collects; afterwards
+/// every remote list's count agrees with its length (`check_quiescent`),
+/// nothing is live, and a collect gives every slab back (fails if a push
+/// and a swap can leave the count and the list apart).
+#[test]
+fn remote_frees_racing_the_owner_keep_count_and_list_together() {
+    #[derive(Clone, Copy)]
+    struct P(usize);
+    let env = Env::new(256 << 20);
+    let owner = env.heap();
+    let freers: Vec<&Heap> = (0..3).map(|_| env.heap()).collect();
+    let class = class_of(48);
+    let cap = usize::from(CAPACITY[class]);
+    std::thread::scope(|sc| {
+        let mut txs = Vec::new();
+        for (i, &fh) in freers.iter().enumerate() {
+            let (tx, rx) = std::sync::mpsc::channel::<Vec<P>>();
+            txs.push(tx);
+            let env = &env;
+            sc.spawn(move || {
+                // SAFETY: this thread alone drives `fh`.
+                let mut o = unsafe { fh.owned() };
+                for v in rx {
+                    for (k, p) in v.into_iter().enumerate() {
+                        // SAFETY: each object was handed over once, live.
+                        unsafe { free_owned(&mut o, p.0 as *mut u8, KEY, &env.pages()) };
+                        if (k + i) % 7 == 0 {
+                            o.flush_remote();
+                        }
+                    }
+                    o.flush_remote();
+                }
+            });
+        }
+        // SAFETY: this thread alone drives `owner`.
+        let mut o = unsafe { owner.owned() };
+        let mut kept: Vec<*mut u8> = Vec::new();
+        for round in 0..2000 {
+            let v: Vec<*mut u8> = (0..cap + round % 50)
+                .map(|_| {
+                    let p = o.alloc(class, &env.pages());
+                    assert!(!p.is_null());
+                    p
+                })
+                .collect();
+            let mut batch = [Vec::new(), Vec::new(), Vec::new()];
+            for (k, &p) in v.iter().enumerate() {
+                match k % 5 {
+                    // SAFETY: p is live and freed once.
+                    0 => unsafe { free_owned(&mut o, p, KEY, &env.pages()) },
+                    1 if round % 3 == 0 => kept.push(p),
+                    _ => batch[k % 3].push(P(p as usize)),
+                }
+            }
+            for (t, b) in txs.iter().zip(batch) {
+                t.send(b).unwrap();
+            }
+            if round % 64 == 0 {
+                o.flush_bins(&env.pages());
+            }
+            if round % 97 == 0 {
+                o.collect(&env.pages());
+            }
+            if kept.len() > 5000 || round == 1999 {
+                for p in kept.drain(..) {
+                    // SAFETY: p is live and freed once.
+                    unsafe { free_owned(&mut o, p, KEY, &env.pages()) };
+                }
+            }
+        }
+    });
+    assert_eq!(env.check().1, 0);
+    // SAFETY: the freeing threads are gone; this thread drives `owner`.
+    unsafe { owner.owned() }.collect(&env.pages());
+    assert_eq!(env.check(), (0, 0), "slabs left after collect");
+}
+
 #[test]
 fn collect_gives_every_page_back() {
     let env = Env::new(64 << 20);

@@ -163,13 +163,17 @@ impl Slab {
     /// can take it from memory (one instruction fewer on the free path).
     ///
     /// # Safety
-    /// `s` is a live slab. Its `owner` is written only by [`init`], before
-    /// any of its objects is handed out, and so happens-before every free
-    /// of one: the plain read races with no write.
+    /// `s` is a live slab. Its `owner` is written by [`init`], before any
+    /// of its objects is handed out, so that write happens-before every
+    /// valid free of one; the descriptor is rewritten only once the slab
+    /// holds no live object ([`fini`]), after which only an invalid free
+    /// (of a pointer no longer live) could read it — as it could read the
+    /// other plain fields the object check reads, with the same outcome:
+    /// garbage that the checks refuse, or the slow path.
     #[inline(always)]
     pub unsafe fn fixed_owner(s: *const Slab) -> *mut u8 {
-        // SAFETY: an AtomicPtr has the layout of a pointer; no write races
-        // (contract).
+        // SAFETY: an AtomicPtr has the layout of a pointer; a valid free
+        // races with no write (contract).
         unsafe { core::ptr::addr_of!((*s).owner).cast::<*mut u8>().read() }
     }
 
