@@ -137,15 +137,13 @@ pub struct Heap {
     /// Objects freed by other threads and collected here.
     pub remote_collected: AtomicU64,
     /// Bytes of objects taken off this heap's slabs (onto its bins), and
-    /// put back on them. Written by the owner alone (load and store, no
+    /// objects of each class put back on them — counted as objects, so the
+    /// free that finds its bin full adds one to a word it indexes already
+    /// instead of looking the class's size up (bytes = count × class
+    /// size). Written by the owner alone (load and store, no
     /// read-modify-write), so each only grows; see [`Heap::usage`].
     pub(super) small_taken: AtomicU64,
-    small_returned: AtomicU64,
-    /// Objects of each class the owner's free put straight back on their
-    /// slab, its bin being full: counted as objects, by class, so that
-    /// path adds one to a word it indexes already instead of looking the
-    /// class's size up (bytes = count × class size; see [`Heap::usage`]).
-    returned_objects: [AtomicU64; NR_CLASSES],
+    pub(super) returned_objects: [AtomicU64; NR_CLASSES],
     /// Bytes of other heaps' small objects this heap's thread freed (onto
     /// their slabs' remote lists). Written by the owner alone — except on
     /// the empty heap, shared by every thread without a heap, where it is
@@ -232,7 +230,6 @@ impl Heap {
             slabs_short_lived: AtomicU64::new(0),
             remote_collected: AtomicU64::new(0),
             small_taken: AtomicU64::new(0),
-            small_returned: AtomicU64::new(0),
             returned_objects: [const { AtomicU64::new(0) }; NR_CLASSES],
             small_remote_freed: AtomicU64::new(0),
             large_allocated: AtomicU64::new(0),
@@ -240,13 +237,6 @@ impl Heap {
             trace: AtomicPtr::new(ptr::null_mut()),
             large_bins: LargeBins::new(),
         }
-    }
-
-    /// Counts `bytes` of small objects put back on this heap's slabs.
-    /// Owner only.
-    #[inline]
-    pub fn note_small_returned(&self, bytes: usize) {
-        bump(&self.small_returned, bytes as u64);
     }
 
     /// Counts a large block of `bytes` allocated by this heap's thread.
@@ -279,10 +269,11 @@ impl Heap {
             binned += u64::from(n) * u64::from(size);
         }
         let d = |a: &AtomicU64, b: &AtomicU64| a.load(Relaxed).wrapping_sub(b.load(Relaxed)) as i64;
-        let small_out =
-            d(&self.small_taken, &self.small_returned).wrapping_sub(self.returned_inline() as i64);
         HeapUsage {
-            small_out,
+            small_out: self
+                .small_taken
+                .load(Relaxed)
+                .wrapping_sub(self.small_returned()) as i64,
             binned,
             large_out: d(&self.large_allocated, &self.large_freed),
             remote_freed: self.small_remote_freed.load(Relaxed) as i64,
@@ -294,21 +285,18 @@ impl Heap {
     /// and freed by its thread onto other heaps' slabs; bytes of large
     /// blocks its thread allocated, and freed.
     pub fn totals(&self) -> [u64; 5] {
-        let mut t = [
-            &self.small_taken,
-            &self.small_returned,
-            &self.small_remote_freed,
-            &self.large_allocated,
-            &self.large_freed,
+        let l = |c: &AtomicU64| c.load(Relaxed);
+        [
+            l(&self.small_taken),
+            self.small_returned(),
+            l(&self.small_remote_freed),
+            l(&self.large_allocated),
+            l(&self.large_freed),
         ]
-        .map(|c| c.load(Relaxed));
-        t[1] = t[1].wrapping_add(self.returned_inline());
-        t
     }
 
-    /// Bytes of the objects the owner's free put straight back on their
-    /// slabs ([`give_back_to_slab`](Self::give_back_to_slab)).
-    fn returned_inline(&self) -> u64 {
+    /// Bytes of the objects put back on this heap's slabs.
+    fn small_returned(&self) -> u64 {
         self.returned_objects
             .iter()
             .zip(CLASS_SIZE)

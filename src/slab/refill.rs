@@ -152,18 +152,16 @@ impl Owned<'_> {
         // SAFETY: each object is free and ours (contract); its page
         // descriptor names its live slab.
         unsafe {
-            let mut bytes = 0;
             while !p.is_null() {
                 let next = FreeObject::at(p).next();
                 let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
                 debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
-                bytes += slab::object_size(s);
+                bump(&self.heap.returned_objects[usize::from((*s).class)], 1);
                 if slab::give_back(s, p) {
                     self.slab_given_back(s, pages);
                 }
                 p = next;
             }
-            self.heap.note_small_returned(bytes);
         }
     }
 

@@ -48,7 +48,7 @@ pub const FULL_NOTIFY: usize = 1;
 /// and need not walk the list (snmalloc's counted batches, in one word).
 const TF_COUNT_SHIFT: u32 = 48;
 /// The list's first object in `thread_free`.
-pub const TF_PTR_MASK: usize = ((1 << TF_COUNT_SHIFT) - 1) & !FULL_NOTIFY;
+const TF_PTR_MASK: usize = ((1 << TF_COUNT_SHIFT) - 1) & !FULL_NOTIFY;
 
 /// The first object of the remote list in `thread_free` word `tf`.
 #[inline(always)]
