@@ -169,6 +169,18 @@ impl Config {
         set!(self, "PCPALLOC_DECAY_MS", ConfigValue::Num(ms as u64))
     }
 
+    /// `PCPALLOC_DIRTY_RATIO` (0..=1000): the percent of the pages in use
+    /// the heap's resident free memory may reach before a free gives
+    /// whole free pageblocks back to the OS at once; 0 leaves it all to
+    /// the tick.
+    pub const fn dirty_ratio(mut self, percent: u32) -> Config {
+        set!(
+            self,
+            "PCPALLOC_DIRTY_RATIO",
+            ConfigValue::Num(percent as u64)
+        )
+    }
+
     /// `PCPALLOC_PCP`: where the pagesets live.
     pub const fn pagesets(mut self, p: Pagesets) -> Config {
         let v = match p {

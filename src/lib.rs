@@ -211,14 +211,14 @@ pub mod internals {
             ChunkHeader, Event, FileHeader, Op, BUFFER_EVENTS, FLUSH_AGE_NS, MAGIC, VERSION,
         };
     }
-    pub use crate::page::{LargeBlock, MigrateType, Page, PageKind, PageList};
+    pub use crate::page::{flags as page_flags, LargeBlock, MigrateType, Page, PageKind, PageList};
     pub use crate::page_alloc::classes::{
         class_of as large_class_of, class_pages as large_class_pages, NR_LARGE_CLASSES,
     };
     pub use crate::page_alloc::knobs::{FreeCountMode, FreeHighThreshold, Heuristics, Knobs};
     pub use crate::page_alloc::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
     pub use crate::page_alloc::zone::{
-        Shrink, StealRules, ThpPolicy, Zone, ZoneConfig, ZoneWalk, NO_LIMIT,
+        Shrink, StealRules, ThpPolicy, Zone, ZoneConfig, ZoneWalk, DEFAULT_DIRTY_RATIO, NO_LIMIT,
     };
     pub use crate::page_alloc::{PageAllocator, Pages};
     pub use crate::runtime::settings::{PcpMode, SETTINGS, TUNABLES};

@@ -452,6 +452,8 @@ impl Stats {
             "pageblock_claims" => c.pageblock_claims,
             "released_bytes" => c.released_bytes,
             "release_events" => c.release_events,
+            "balance_dirty" => c.balance_dirty,
+            "balance_dirty_bytes" => c.balance_dirty_bytes,
             "below_high_set" => c.below_high_set,
             "below_high_clear" => c.below_high_clear,
             "drain_all" => c.drain_all,

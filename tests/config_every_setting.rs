@@ -24,6 +24,7 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
         .free_count(FreeCount::Exact)
         .free_high_threshold(FreeHighThreshold::FiveBatch)
         .decay_ms(123)
+        .dirty_ratio(40)
         .background_thread(false)
         .stats(StatsAtExit::Json)
         .stats_file(STATS_FILE)
@@ -34,7 +35,7 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
 );
 
 /// What the report says of every setting, with the config above.
-const EXPECTED: [(&str, &str); 15] = [
+const EXPECTED: [(&str, &str); 16] = [
     ("PCPALLOC_MEMORY_LIMIT", "3221225472"),
     ("PCPALLOC_PCP", "thread"),
     ("PCPALLOC_BATCH_SCALE_MAX", "3"),
@@ -46,6 +47,7 @@ const EXPECTED: [(&str, &str); 15] = [
     ("PCPALLOC_FREE_COUNT", "exact"),
     ("PCPALLOC_FREE_HIGH_THRESHOLD", "5batch"),
     ("PCPALLOC_DECAY_MS", "123"),
+    ("PCPALLOC_DIRTY_RATIO", "40"),
     ("PCPALLOC_BACKGROUND", "0"),
     ("PCPALLOC_STATS", "json"),
     ("PCPALLOC_STATS_FILE", STATS_FILE),

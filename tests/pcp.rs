@@ -420,3 +420,73 @@ fn large_lists_tune_high_like_a_pageset() {
     let walk = z.check_invariants();
     assert_eq!((walk.pcp, walk.used), (0, 0));
 }
+
+/// Frees through the page allocator check the dirty limit once their
+/// pages reach the zone. 24 written 4 MiB blocks, freed one by one
+/// straight to the zone at ratio 100%: the 13th free leaves 13 resident
+/// free blocks for 11 in use, so 4 go back (to 7/8 of the limit); the
+/// 14th leaves 10 for 10, under it. Then large blocks of the 4 MiB class,
+/// freed to the pageset's large lists, reach the zone past the lists'
+/// high and are checked too.
+#[test]
+fn frees_that_reach_the_zone_keep_it_under_the_dirty_limit() {
+    use pcpalloc::internals::{PageAllocator, MAX_ORDER_PAGES, MAX_PAGE_ORDER, NO_LIMIT};
+    let pa = Box::new(PageAllocator::new());
+    let mut cfg = ZoneConfig::with_limit(NO_LIMIT);
+    cfg.size = 1 << 30;
+    cfg.dirty_ratio = 100;
+    pa.zone.configure(&cfg);
+    assert!(pa.pagesets.init_cpu_sets(1, false));
+    let pages = pa.through(std::ptr::null(), false);
+    let z = &pa.zone;
+    let blocks: Vec<*mut Page> = (0..24)
+        .map(|_| {
+            let p = pages.alloc(MAX_PAGE_ORDER, MigrateType::Movable);
+            assert!(!p.is_null());
+            p
+        })
+        .collect();
+    for (i, &p) in blocks[..14].iter().enumerate() {
+        // SAFETY: ours, written, unused now.
+        unsafe {
+            (*p).flags = 0;
+            pages.free(p, MAX_PAGE_ORDER);
+        }
+        let c = z.snapshot().counters;
+        let expect = if i < 12 { (0, 0) } else { (1, 16 << 20) };
+        assert_eq!(
+            (c.balance_dirty, c.balance_dirty_bytes),
+            expect,
+            "after free {}",
+            i + 1
+        );
+    }
+    assert_eq!(z.dirty_free_pages(), 10 * MAX_ORDER_PAGES);
+
+    let class = class_of(MAX_ORDER_PAGES);
+    let large: Vec<*mut Page> = (0..40)
+        .map(|_| {
+            let (p, c) = pages.alloc_large(class);
+            assert!(!p.is_null());
+            assert_eq!(c, class);
+            p
+        })
+        .collect();
+    let before = z.snapshot().counters.balance_dirty;
+    for &p in &large {
+        // SAFETY: an exact block of the class, ours, written.
+        unsafe {
+            (*p).flags = 0;
+            pages.free_large(p, class);
+        }
+    }
+    assert!(z.snapshot().counters.balance_dirty > before);
+    for &p in &blocks[14..] {
+        // SAFETY: ours, unused.
+        unsafe { pages.free(p, MAX_PAGE_ORDER) };
+    }
+    pa.drain_all();
+    z.check_invariants();
+    // SAFETY: the test is over; nothing uses the zone any more.
+    unsafe { z.destroy() };
+}

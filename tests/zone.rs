@@ -1,13 +1,13 @@
 //! The buddy zone against a simple model: random allocation/free sequences
-//! of mixed orders and migratetypes, the memory limit, and fragmentation
-//! under seed 004's stealing rules.
+//! of mixed orders and migratetypes, the memory limit, fragmentation
+//! under seed 004's stealing rules, and the dirty limit.
 
 use std::collections::BTreeMap;
 
-use pcpalloc::internals::page_addr;
+use pcpalloc::internals::{desc_of, page_addr, page_flags};
 use pcpalloc::internals::{MigrateType, Page, PageKind};
-use pcpalloc::internals::{StealRules, Zone, ZoneConfig};
-use pcpalloc::internals::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGE_SIZE};
+use pcpalloc::internals::{StealRules, Zone, ZoneConfig, NO_LIMIT};
+use pcpalloc::internals::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use proptest::prelude::*;
 
 /// A zone that is unmapped when the test ends.
@@ -17,7 +17,11 @@ impl TestZone {
     fn new(limit: usize, steal: StealRules) -> TestZone {
         let mut cfg = ZoneConfig::with_limit(limit);
         cfg.steal = steal;
-        TestZone(Box::new(Zone::with_config(&cfg)))
+        TestZone::with_config(&cfg)
+    }
+
+    fn with_config(cfg: &ZoneConfig) -> TestZone {
+        TestZone(Box::new(Zone::with_config(cfg)))
     }
 }
 
@@ -307,4 +311,158 @@ fn seed_004_stealing_keeps_unmovable_out_of_movable_pageblocks() {
         "seed-004 rules should place fewer unmovable fallbacks in movable pageblocks"
     );
     assert!(seed.fragmenting_unmovable < base.fragmenting_unmovable);
+}
+
+/// The pages of a 4 MiB block.
+const BLOCK: usize = MAX_ORDER_PAGES;
+
+/// A zone with the dirty limit at `ratio` percent, and `n` written blocks
+/// of `order` handed out.
+fn zone_with_blocks(ratio: usize, order: u32, n: usize) -> (TestZone, Vec<*mut Page>) {
+    let mut cfg = ZoneConfig::with_limit(NO_LIMIT);
+    cfg.size = 1 << 30;
+    cfg.dirty_ratio = ratio;
+    let z = TestZone::with_config(&cfg);
+    let blocks = (0..n)
+        .map(|_| alloc(&z, order, MigrateType::Movable).expect("a block"))
+        .collect();
+    (z, blocks)
+}
+
+/// Whether the free block at `addr` was given back to the OS.
+fn is_clean(addr: usize) -> bool {
+    // SAFETY: the head descriptor of a free block of a live zone.
+    unsafe { (*desc_of(addr)).flags & page_flags::CLEAN != 0 }
+}
+
+/// The dirty limit, scripted: with 24 written 4 MiB blocks in use and the
+/// ratio at 100%, freeing 8 leaves 8 resident free blocks for 16 in use —
+/// under the limit, nothing goes back; freeing 6 more leaves 14 for 10 —
+/// over it, so whole free blocks go back, coldest first, until at most
+/// 7/8 of the limit (8960 pages) stay resident: 6 blocks, the first six
+/// freed. At ratio 0 nothing goes back.
+#[test]
+fn dirty_limit_gives_whole_pageblocks_back_past_the_ratio() {
+    let (z, mut blocks) = zone_with_blocks(100, MAX_PAGE_ORDER, 24);
+    let clean_before = z.snapshot().clean_free;
+    let first_freed: Vec<usize> = blocks[..6].iter().map(|&p| page_addr(p)).collect();
+    let then_freed: Vec<usize> = blocks[6..14].iter().map(|&p| page_addr(p)).collect();
+    for p in blocks.drain(..8) {
+        free(&z, p, MAX_PAGE_ORDER);
+    }
+    assert_eq!(z.dirty_free_pages(), 8 * BLOCK);
+    assert_eq!(z.dirty_limit(), 16 * BLOCK, "100% of the 16 blocks in use");
+    assert_eq!(z.balance_dirty(), 0, "under the limit");
+    for p in blocks.drain(..6) {
+        free(&z, p, MAX_PAGE_ORDER);
+    }
+    assert_eq!(z.dirty_limit(), 10 * BLOCK);
+    assert_eq!(z.balance_dirty(), 6 * BLOCK * PAGE_SIZE);
+    let snap = z.snapshot();
+    assert_eq!(snap.counters.balance_dirty, 1);
+    assert_eq!(
+        snap.counters.balance_dirty_bytes,
+        (6 * BLOCK * PAGE_SIZE) as u64
+    );
+    assert_eq!(snap.counters.released_bytes, (6 * BLOCK * PAGE_SIZE) as u64);
+    assert_eq!(z.dirty_free_pages(), 8 * BLOCK);
+    assert_eq!(snap.charged, 18 * BLOCK, "10 in use and 8 resident free");
+    assert_eq!(snap.clean_free, clean_before + 6 * BLOCK);
+    for &a in &first_freed {
+        assert!(is_clean(a), "block {a:#x}, among the coldest, went back");
+    }
+    for &a in &then_freed {
+        assert!(!is_clean(a), "block {a:#x}, freed later, stays resident");
+    }
+    z.check_invariants();
+    for p in blocks {
+        free(&z, p, MAX_PAGE_ORDER);
+    }
+
+    // Off: the same frees keep everything resident.
+    let (z, mut blocks) = zone_with_blocks(0, MAX_PAGE_ORDER, 24);
+    for p in blocks.drain(..14) {
+        free(&z, p, MAX_PAGE_ORDER);
+    }
+    assert_eq!(z.dirty_limit(), usize::MAX);
+    assert_eq!(z.balance_dirty(), 0);
+    assert_eq!(z.dirty_free_pages(), 14 * BLOCK);
+    assert_eq!(z.snapshot().counters.balance_dirty, 0);
+    for p in blocks {
+        free(&z, p, MAX_PAGE_ORDER);
+    }
+}
+
+/// Past the limit in pieces smaller than a pageblock, nothing can go back
+/// at once: the zone tries once, then not again until another pageblock's
+/// worth of free memory is resident, or the next tick.
+#[test]
+fn dirty_limit_unmet_by_small_blocks_waits_for_a_pageblock_more() {
+    const QUARTER: u32 = PAGEBLOCK_ORDER - 2;
+    let q = 1usize << QUARTER;
+    let (z, blocks) = zone_with_blocks(100, QUARTER, 128);
+    // The quarters of each pageblock whose four quarters are all ours.
+    let mut by_pageblock: BTreeMap<usize, Vec<*mut Page>> = BTreeMap::new();
+    for &p in &blocks {
+        by_pageblock.entry(page_addr(p) >> 21).or_default().push(p);
+    }
+    let mut kept: Vec<*mut Page> = Vec::new();
+    let mut whole: Vec<Vec<*mut Page>> = Vec::new();
+    for (_, mut v) in by_pageblock {
+        if v.len() == 4 {
+            v.sort_by_key(|&p| page_addr(p));
+            whole.push(v);
+        } else {
+            kept.extend(v);
+        }
+    }
+    assert!(whole.len() >= 24, "{} whole pageblocks", whole.len());
+    // Three quarters of each freed, the first kept: no pageblock is free
+    // whole, so there is nothing to give back at once.
+    for v in &whole {
+        for &p in &v[1..] {
+            free(&z, p, QUARTER);
+        }
+    }
+    let dirty = z.dirty_free_pages();
+    assert_eq!(dirty, whole.len() * 3 * q);
+    assert!(dirty > z.dirty_limit());
+    assert_eq!(z.balance_dirty(), 0);
+    assert_eq!(z.snapshot().counters.balance_dirty, 1, "one try");
+    assert_eq!(z.balance_dirty(), 0);
+    assert_eq!(z.snapshot().counters.balance_dirty, 1, "no second try");
+    // Two pageblocks free whole: less than a pageblock's worth more, so
+    // still no try.
+    free(&z, whole[0][0], QUARTER);
+    free(&z, whole[1][0], QUARTER);
+    assert_eq!(z.balance_dirty(), 0);
+    assert_eq!(z.snapshot().counters.balance_dirty, 1);
+    // Two more: a pageblock's worth more than at the try; the four whole
+    // free pageblocks go back.
+    free(&z, whole[2][0], QUARTER);
+    free(&z, whole[3][0], QUARTER);
+    assert_eq!(z.dirty_free_pages(), dirty + 4 * q);
+    assert_eq!(z.balance_dirty(), 4 * 4 * q * PAGE_SIZE);
+    let c = z.snapshot().counters;
+    assert_eq!(
+        (c.balance_dirty, c.balance_dirty_bytes),
+        (2, (16 * q * PAGE_SIZE) as u64)
+    );
+    // Still over, in small pieces only: no try until the tick.
+    assert_eq!(z.balance_dirty(), 0);
+    assert_eq!(z.snapshot().counters.balance_dirty, 2);
+    z.advance_epoch();
+    assert_eq!(z.balance_dirty(), 0);
+    assert_eq!(
+        z.snapshot().counters.balance_dirty,
+        3,
+        "the tick allows one more try"
+    );
+    z.check_invariants();
+    for v in &whole[4..] {
+        free(&z, v[0], QUARTER);
+    }
+    for p in kept {
+        free(&z, p, QUARTER);
+    }
 }

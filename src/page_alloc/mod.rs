@@ -12,7 +12,8 @@
 //! size classes of `classes.rs`) through the pageset's large lists. When
 //! the zone says no, every pageset is drained to the zone and the
 //! allocation retried once — the kernel's drain_all_pages before reclaim
-//! — before failing.
+//! — before failing. A free that puts pages back in the zone then checks
+//! the zone's dirty limit (`zone/dirty.rs`), after every lock is dropped.
 //!
 //! - `zone/`: the buddy zone, its budget and growth;
 //! - `pcp/`: the pagesets;
@@ -224,10 +225,14 @@ impl<'a> Pages<'a> {
     /// its kind is `None`, as are its other descriptors.
     #[inline]
     pub unsafe fn free_large(&self, head: *mut Page, class: usize) {
+        let zone = self.zone();
         // SAFETY: forwarded contract.
-        unsafe {
+        let to_zone = unsafe {
             self.pageset()
-                .free_large(self.zone(), head, class, || self.alloc.knobs(), self.owner)
+                .free_large(zone, head, class, || self.alloc.knobs(), self.owner)
+        };
+        if to_zone {
+            zone.balance_dirty();
         }
     }
 
@@ -241,19 +246,13 @@ impl<'a> Pages<'a> {
     #[inline]
     pub unsafe fn free_exact(&self, head: *mut Page, pages: usize) {
         let class = classes::class_of(pages);
-        // SAFETY: forwarded contract.
-        unsafe {
-            if classes::class_pages(class) == pages {
-                self.pageset().free_large(
-                    self.zone(),
-                    head,
-                    class,
-                    || self.alloc.knobs(),
-                    self.owner,
-                )
-            } else {
-                self.zone().free_exact(head, pages)
-            }
+        if classes::class_pages(class) == pages {
+            // SAFETY: forwarded contract.
+            unsafe { self.free_large(head, class) };
+        } else {
+            // SAFETY: forwarded contract.
+            unsafe { self.zone().free_exact(head, pages) };
+            self.zone().balance_dirty();
         }
     }
 
@@ -266,7 +265,7 @@ impl<'a> Pages<'a> {
     #[inline]
     pub unsafe fn free(&self, head: *mut Page, order: u32) {
         let zone = self.zone();
-        if order <= PAGE_ALLOC_COSTLY_ORDER {
+        let to_zone = if order <= PAGE_ALLOC_COSTLY_ORDER {
             // SAFETY: forwarded contract.
             unsafe {
                 self.pageset()
@@ -274,7 +273,11 @@ impl<'a> Pages<'a> {
             }
         } else {
             // SAFETY: forwarded contract.
-            unsafe { zone.free(head, order) }
+            unsafe { zone.free(head, order) };
+            true
+        };
+        if to_zone {
+            zone.balance_dirty();
         }
     }
 

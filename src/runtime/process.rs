@@ -159,6 +159,7 @@ fn init() -> bool {
         high_fraction: SETTINGS.high_fraction.load(Relaxed),
         thp: ThpPolicy::from_u32(SETTINGS.thp.load(Relaxed)),
         group_by_lifetime: SETTINGS.group_by_lifetime.load(Relaxed),
+        dirty_ratio: SETTINGS.dirty_ratio.load(Relaxed),
         steal: if SETTINGS.steal_seed_004.load(Relaxed) {
             StealRules::SEED_004
         } else {

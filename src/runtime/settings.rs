@@ -25,7 +25,7 @@ use crate::page_alloc::knobs::{
     parse_heuristics, write_heuristics, FreeCountMode, FreeHighThreshold, Heuristics, Knobs,
     MAX_BATCH_SCALE_MAX,
 };
-use crate::page_alloc::zone::ThpPolicy;
+use crate::page_alloc::zone::{ThpPolicy, DEFAULT_DIRTY_RATIO};
 use crate::sys;
 use crate::util::{buf::FixedBuf, parse_size, parse_u64, write_json_string};
 
@@ -40,6 +40,8 @@ pub enum PcpMode {
 
 /// Default maintenance tick.
 pub const DEFAULT_DECAY_MS: u32 = 1000;
+/// Largest `PCPALLOC_DIRTY_RATIO`, in percent.
+pub const DIRTY_RATIO_MAX: usize = 1000;
 
 /// The knobs the environment asked for (read at init).
 static KNOBS: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.to_bits());
@@ -124,6 +126,8 @@ pub struct Settings {
     pub high_fraction: AtomicUsize,
     /// Maintenance tick in ms.
     pub decay_ms: AtomicU32,
+    /// The zone's dirty limit, percent of the pages in use (0: off).
+    pub dirty_ratio: AtomicUsize,
     /// Run the maintenance thread.
     pub background: AtomicBool,
     /// Print stats at exit.
@@ -150,6 +154,7 @@ pub static SETTINGS: Settings = Settings {
     pcp_mode: AtomicU32::new(PcpMode::Cpu as u32),
     high_fraction: AtomicUsize::new(0),
     decay_ms: AtomicU32::new(DEFAULT_DECAY_MS),
+    dirty_ratio: AtomicUsize::new(DEFAULT_DIRTY_RATIO),
     background: AtomicBool::new(true),
     stats_at_exit: AtomicBool::new(false),
     stats_json: AtomicBool::new(false),
@@ -290,7 +295,7 @@ pub struct Tunable {
 pub static TUNABLES: &[Tunable] = &TABLE;
 
 /// How many settings there are.
-pub const NR_TUNABLES: usize = 15;
+pub const NR_TUNABLES: usize = 16;
 
 /// The index of the setting `name` in [`TUNABLES`] (a compile-time error
 /// in a constant when there is none).
@@ -478,6 +483,23 @@ const TABLE: [Tunable; NR_TUNABLES] = [
             }
         },
         show: |w, _| write!(w, "{}", SETTINGS.decay_ms.load(Relaxed)),
+    },
+    Tunable {
+        name: "PCPALLOC_DIRTY_RATIO",
+        config: "dirty_ratio",
+        at_run_time: AtRunTime::Never,
+        values: "0..=1000",
+        default: "90",
+        doc: "Percent of the pages in use the heap's resident free memory may reach: past it, a free gives whole free 2 MiB pageblocks back to the OS at once (the rest waits for the tick); 0 leaves it all to the tick.",
+        apply: |v| match parse_u64(v) {
+            None => Err("not a number (percent)"),
+            Some(n) if n > DIRTY_RATIO_MAX as u64 => Err("above the maximum of 1000 percent"),
+            Some(n) => {
+                SETTINGS.dirty_ratio.store(n as usize, Relaxed);
+                Ok(())
+            }
+        },
+        show: |w, _| write!(w, "{}", SETTINGS.dirty_ratio.load(Relaxed)),
     },
     Tunable {
         name: "PCPALLOC_BACKGROUND",

@@ -139,6 +139,7 @@ impl Machine {
             steal: StealRules::SEED_004,
             thp: pcpalloc::internals::ThpPolicy::Never,
             group_by_lifetime: true,
+            dirty_ratio: pcpalloc::internals::DEFAULT_DIRTY_RATIO,
         });
         assert!(pa.pagesets.init_cpu_sets(setup.cpus, setup.free_high_batch));
         pa.set_knobs(setup.knobs);

@@ -297,17 +297,25 @@ impl Pageset {
     /// Frees block `head` of `order` (≤ COSTLY) to this pageset
     /// (`free_unref_page` + `free_unref_page_commit`), draining to the zone
     /// as `tune.rs` decides; straight to the zone when the lock is busy.
+    /// Returns whether pages went back to the zone.
     ///
     /// # Safety
     /// `head` heads a block of `zone` of `order` that the caller owns and no
     /// longer uses; its other descriptors are `None`.
-    pub unsafe fn free(&self, zone: &Zone, head: *mut Page, order: u32, k: &Knobs, owner: bool) {
+    pub unsafe fn free(
+        &self,
+        zone: &Zone,
+        head: *mut Page,
+        order: u32,
+        k: &Knobs,
+        owner: bool,
+    ) -> bool {
         debug_assert!(order <= PAGE_ALLOC_COSTLY_ORDER);
         let Some(mut g) = self.enter(owner) else {
             self.lock_busy.fetch_add(1, Relaxed);
             // SAFETY: forwarded contract.
             unsafe { zone.free(head, order) };
-            return;
+            return true;
         };
         let mt = section::pageblock_mt(page_addr(head));
         let pindex = order_to_pindex(mt, order);
@@ -325,13 +333,15 @@ impl Pageset {
         if d.free_high {
             g.c.free_high += 1;
         }
-        if d.to_free > 0 {
-            free_pcppages_bulk(zone, &mut g, d.to_free, pindex);
-            drop(g);
-            if k.heuristics.has(heuristic::BELOW_HIGH) {
-                zone.clear_below_high_if_ok();
-            }
+        if d.to_free == 0 {
+            return false;
         }
+        free_pcppages_bulk(zone, &mut g, d.to_free, pindex);
+        drop(g);
+        if k.heuristics.has(heuristic::BELOW_HIGH) {
+            zone.clear_below_high_if_ok();
+        }
+        true
     }
 
     /// Allocates an exact-size large block of `class` (MOVABLE), or of a
@@ -394,7 +404,8 @@ impl Pageset {
     }
 
     /// Frees exact-size large block `head` of `class` to this pageset's
-    /// large lists; straight to the zone when the lock is busy.
+    /// large lists; straight to the zone when the lock is busy. Returns
+    /// whether pages went back to the zone.
     ///
     /// # Safety
     /// `head` heads an exact block of `class_pages(class)` pages of `zone`
@@ -408,21 +419,24 @@ impl Pageset {
         class: usize,
         knobs: impl Fn() -> Knobs,
         owner: bool,
-    ) {
+    ) -> bool {
         let Some(mut g) = self.enter(owner) else {
             // SAFETY: forwarded contract.
-            return unsafe { self.free_large_busy(zone, head, class) };
+            unsafe { self.free_large_busy(zone, head, class) };
+            return true;
         };
         // SAFETY: forwarded contract.
         let drained = unsafe { g.large.free(zone, head, class, &knobs) };
         g.c.pgfree += crate::page_alloc::classes::class_pages(class) as u64;
         g.c.free_zone += drained as u64;
-        if drained > 0 {
-            drop(g);
-            if knobs().heuristics.has(heuristic::BELOW_HIGH) {
-                zone.clear_below_high_if_ok();
-            }
+        if drained == 0 {
+            return false;
         }
+        drop(g);
+        if knobs().heuristics.has(heuristic::BELOW_HIGH) {
+            zone.clear_below_high_if_ok();
+        }
+        true
     }
 
     /// [`free_large`](Self::free_large) when the lock is busy: to the

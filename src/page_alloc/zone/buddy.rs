@@ -45,6 +45,11 @@ pub struct ZoneCounters {
     pub released_bytes: u64,
     /// Blocks given back to the OS.
     pub release_events: u64,
+    /// Frees that found the resident free memory past the dirty limit and
+    /// gave pageblocks back (`dirty.rs`).
+    pub balance_dirty: u64,
+    /// Bytes those gave back (part of `released_bytes`).
+    pub balance_dirty_bytes: u64,
     /// Times ZONE_BELOW_HIGH was set.
     pub below_high_set: u64,
     /// Times ZONE_BELOW_HIGH was cleared.
@@ -136,6 +141,8 @@ impl ZoneInner {
                 pageblock_claims: 0,
                 released_bytes: 0,
                 release_events: 0,
+                balance_dirty: 0,
+                balance_dirty_bytes: 0,
                 below_high_set: 0,
                 below_high_clear: 0,
                 drain_all: 0,

@@ -43,6 +43,21 @@ impl Zone {
     /// (give or take the last block): a reclaim that needs room for one
     /// request releases that much, not everything.
     pub fn release_free(&self, idle_ticks: u32, keep_dirty: usize, want: usize) -> usize {
+        self.release(idle_ticks, keep_dirty, want, 0)
+    }
+
+    /// Gives back free blocks of at least `min_order` that stayed free for
+    /// `idle_ticks` ticks and are resident, largest first and coldest first
+    /// within an order: blocks below a pageblock only while more than
+    /// `keep_dirty` free pages are resident, and no more than `want` bytes
+    /// (give or take the last block). Returns the bytes released.
+    pub(super) fn release(
+        &self,
+        idle_ticks: u32,
+        keep_dirty: usize,
+        want: usize,
+        min_order: u32,
+    ) -> usize {
         let mut total = 0;
         for _ in 0..MAX_ROUNDS {
             if total >= want {
@@ -62,7 +77,7 @@ impl Zone {
                 // reclaim: keep_dirty 0), the zone is under pressure, or
                 // the heap is no longer dense.
                 let whole_only = keep_dirty > 0 && !self.below_high() && self.keep_huge_whole(z);
-                'orders: for order in (0..=MAX_PAGE_ORDER).rev() {
+                'orders: for order in (min_order..=MAX_PAGE_ORDER).rev() {
                     if order < PAGEBLOCK_ORDER && z.dirty_free() <= keep_dirty {
                         break;
                     }
