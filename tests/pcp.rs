@@ -365,7 +365,7 @@ fn large_lists_tune_high_like_a_pageset() {
         // SAFETY: an exact block of the class, ours; written (dirty).
         unsafe {
             (*p).flags = 0;
-            ps.free_large(&z, p, class, || K, false);
+            ps.free_large(&z, &[p], class, || K, false);
         }
     };
     let state = |ps: &Pageset| {

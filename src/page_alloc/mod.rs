@@ -225,11 +225,22 @@ impl<'a> Pages<'a> {
     /// its kind is `None`, as are its other descriptors.
     #[inline]
     pub unsafe fn free_large(&self, head: *mut Page, class: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_large_many(&[head], class) }
+    }
+
+    /// Frees the exact blocks `heads`, all of size class `class`, to the
+    /// pageset's large list of that class in one lock hold.
+    ///
+    /// # Safety
+    /// As [`free_large`](Self::free_large), for each block.
+    #[inline]
+    pub unsafe fn free_large_many(&self, heads: &[*mut Page], class: usize) {
         let zone = self.zone();
         // SAFETY: forwarded contract.
         let to_zone = unsafe {
             self.pageset()
-                .free_large(zone, head, class, || self.alloc.knobs(), self.owner)
+                .free_large(zone, heads, class, || self.alloc.knobs(), self.owner)
         };
         if to_zone {
             zone.balance_dirty();

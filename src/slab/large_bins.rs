@@ -613,16 +613,17 @@ impl State {
         let n = self.len[class] as usize;
         debug_assert!(k <= n);
         let np = class_pages(class);
-        for i in 0..k {
-            let p = self.slots[class][i];
+        let mut heads = [ptr::null_mut(); BIN_SLOTS];
+        for (i, head) in heads[..k].iter_mut().enumerate() {
             // SAFETY: a binned block is ours (lock held); it leaves the bins
             // as a block of kind None, as the pageset wants it.
             unsafe {
-                let head = LargeBlock::unmake(p.cast());
-                (*head).order = 0;
-                pages.free_large(head, class);
+                *head = LargeBlock::unmake(self.slots[class][i].cast());
+                (**head).order = 0;
             }
         }
+        // SAFETY: as above: the blocks are ours, of kind None, of `class`.
+        unsafe { pages.free_large_many(&heads[..k], class) };
         self.slots[class].copy_within(k..n, 0);
         self.len[class] = (n - k) as u8;
         self.count -= k * np;

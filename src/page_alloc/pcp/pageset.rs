@@ -403,31 +403,36 @@ impl Pageset {
         (p, c)
     }
 
-    /// Frees exact-size large block `head` of `class` to this pageset's
-    /// large lists; straight to the zone when the lock is busy. Returns
-    /// whether pages went back to the zone.
+    /// Frees the exact-size large blocks `heads`, all of `class`, to this
+    /// pageset's large lists in one lock hold (a thread's bins spill a
+    /// class at a time); straight to the zone, in one zone-lock hold, when
+    /// the lock is busy. Returns whether pages went back to the zone.
     ///
     /// # Safety
-    /// `head` heads an exact block of `class_pages(class)` pages of `zone`
-    /// that the caller owns and no longer uses; its other descriptors are
-    /// `None`.
+    /// Each of `heads` heads an exact block of `class_pages(class)` pages
+    /// of `zone` that the caller owns and no longer uses; its other
+    /// descriptors are `None`.
     #[inline]
     pub unsafe fn free_large(
         &self,
         zone: &Zone,
-        head: *mut Page,
+        heads: &[*mut Page],
         class: usize,
         knobs: impl Fn() -> Knobs,
         owner: bool,
     ) -> bool {
         let Some(mut g) = self.enter(owner) else {
             // SAFETY: forwarded contract.
-            unsafe { self.free_large_busy(zone, head, class) };
+            unsafe { self.free_large_busy(zone, heads, class) };
             return true;
         };
-        // SAFETY: forwarded contract.
-        let drained = unsafe { g.large.free(zone, head, class, &knobs) };
-        g.c.pgfree += crate::page_alloc::classes::class_pages(class) as u64;
+        let mut drained = 0;
+        for &head in heads {
+            // SAFETY: forwarded contract.
+            drained += unsafe { g.large.free(zone, head, class, &knobs) };
+        }
+        let pages = crate::page_alloc::classes::class_pages(class) * heads.len();
+        g.c.pgfree += pages as u64;
         g.c.free_zone += drained as u64;
         if drained == 0 {
             return false;
@@ -446,11 +451,11 @@ impl Pageset {
     /// As [`free_large`](Self::free_large).
     #[cold]
     #[inline(never)]
-    unsafe fn free_large_busy(&self, zone: &Zone, head: *mut Page, class: usize) {
+    unsafe fn free_large_busy(&self, zone: &Zone, heads: &[*mut Page], class: usize) {
         self.lock_busy.fetch_add(1, Relaxed);
         let pages = crate::page_alloc::classes::class_pages(class);
         // SAFETY: forwarded contract.
-        unsafe { zone.free_exact(head, pages) };
+        unsafe { zone.free_exact_many(heads, pages) };
     }
 
     /// The maintenance tick for this pageset: decay an auto-tuned high

@@ -224,9 +224,22 @@ impl Zone {
     /// CLEAN flag says whether it was written.
     pub unsafe fn free_exact(&self, head: *mut Page, npages: usize) {
         // SAFETY: forwarded contract.
-        unsafe {
-            let clean = (*head).flags & flags::CLEAN != 0;
-            self.lock().free_range(page_addr(head), npages, clean)
+        unsafe { self.free_exact_many(&[head], npages) }
+    }
+
+    /// Frees the exact blocks `heads`, each of `npages` pages, to the
+    /// buddy lists in one lock hold.
+    ///
+    /// # Safety
+    /// As [`Zone::free_exact`], for each block.
+    pub unsafe fn free_exact_many(&self, heads: &[*mut Page], npages: usize) {
+        let mut z = self.lock();
+        for &head in heads {
+            // SAFETY: forwarded contract.
+            unsafe {
+                let clean = (*head).flags & flags::CLEAN != 0;
+                z.free_range(page_addr(head), npages, clean);
+            }
         }
     }
 }
