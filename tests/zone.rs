@@ -466,3 +466,56 @@ fn dirty_limit_unmet_by_small_blocks_waits_for_a_pageblock_more() {
         free(&z, p, QUARTER);
     }
 }
+
+/// Review: a release for the dirty limit stops once `want` bytes of
+/// *blocks* were madvised, but a free 4 MiB block that merged a released
+/// (clean) half with a written one has only half its pages resident, so
+/// the release leaves the zone over its limit while 16 wholly resident free
+/// 4 MiB blocks are still there — and then `retry_at` takes that for
+/// "the rest is in pieces" and suppresses further tries until the tick.
+#[test]
+fn dirty_limit_is_met_when_resident_whole_pageblocks_remain() {
+    const HALF: u32 = MAX_PAGE_ORDER - 1;
+    // 16 blocks stay in use, 16 are freed written.
+    let (z, mut blocks) = zone_with_blocks(100, MAX_PAGE_ORDER, 32);
+    let written = blocks.split_off(16);
+    // 8 free 4 MiB blocks with one half released, one half written.
+    let mut halves = Vec::new();
+    while halves.len() < 8 {
+        let a = alloc(&z, HALF, MigrateType::Movable).expect("a half");
+        let b = alloc(&z, HALF, MigrateType::Movable).expect("a half");
+        assert_eq!(page_addr(a) ^ page_addr(b), PAGE_SIZE << HALF, "buddies");
+        halves.push((a, b));
+    }
+    for &(a, _) in &halves {
+        free(&z, a, HALF);
+    }
+    assert!(z.release_idle(0, 0) > 0);
+    for &(_, b) in &halves {
+        free(&z, b, HALF);
+    }
+    for p in written {
+        free(&z, p, MAX_PAGE_ORDER);
+    }
+    let dirty = z.dirty_free_pages();
+    assert_eq!(dirty, 16 * BLOCK + 8 * BLOCK / 2);
+    assert_eq!(z.dirty_limit(), 16 * BLOCK);
+    let released = z.balance_dirty();
+    let after = z.dirty_free_pages();
+    eprintln!(
+        "dirty {dirty} -> {after} pages, limit {}, released {} MiB (counted), {} MiB resident given back",
+        z.dirty_limit(),
+        released >> 20,
+        ((dirty - after) * PAGE_SIZE) >> 20
+    );
+    // The next free's check: nothing, though 16 resident free 4 MiB
+    // blocks would meet the limit (retry_at waits for the tick).
+    let again = z.balance_dirty();
+    assert!(
+        after <= z.dirty_limit(),
+        "still over the limit ({after} > {}) with whole resident free pageblocks left; \
+         the next check released {again} bytes",
+        z.dirty_limit()
+    );
+    blocks.clear();
+}

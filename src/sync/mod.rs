@@ -26,6 +26,9 @@ const SPIN_LIMIT: u32 = 64;
 /// from it, spent 0.2-0.3 s in the kernel that way (1.07 s against 0.99 s
 /// with this spin).
 const SPIN_NS: u64 = 4_000;
+/// Rounds of SPIN_LIMIT pauses a contended lock spins at most, whatever
+/// the clock says.
+const SPIN_ROUNDS_MAX: u32 = 64;
 
 /// A futex-based mutex (Drepper's three-state design) that counts how often
 /// it was taken, how often it was contended, and how long waiters waited.
@@ -82,8 +85,10 @@ impl RawLock {
     fn lock_slow(&self) {
         let start = sys::now_ns();
         'acquired: {
-            // Spin briefly while the holder is likely still running.
-            loop {
+            // Spin briefly while the holder is likely still running: up to
+            // SPIN_NS, and a bounded number of rounds should the clock not
+            // move.
+            for _ in 0..SPIN_ROUNDS_MAX {
                 for _ in 0..SPIN_LIMIT {
                     if self.state.load(Ordering::Relaxed) == UNLOCKED
                         && self

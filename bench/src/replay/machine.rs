@@ -139,7 +139,8 @@ impl Machine {
             steal: StealRules::SEED_004,
             thp: pcpalloc::internals::ThpPolicy::Never,
             group_by_lifetime: true,
-            dirty_ratio: pcpalloc::internals::DEFAULT_DIRTY_RATIO,
+            // Memory release is off in the replay (see the module docs).
+            dirty_ratio: 0,
         });
         assert!(pa.pagesets.init_cpu_sets(setup.cpus, setup.free_high_batch));
         pa.set_knobs(setup.knobs);

@@ -46,7 +46,7 @@ pub struct ZoneCounters {
     /// Blocks given back to the OS.
     pub release_events: u64,
     /// Frees that found the resident free memory past the dirty limit and
-    /// gave pageblocks back (`dirty.rs`).
+    /// looked for pageblocks to give back (`dirty.rs`).
     pub balance_dirty: u64,
     /// Bytes those gave back (part of `released_bytes`).
     pub balance_dirty_bytes: u64,

@@ -36,6 +36,9 @@ pub const DIRTY_MIN_PAGES: usize = 2 * MAX_ORDER_PAGES;
 /// A release stops at `limit - limit >> DIRTY_KEEP_SHIFT`, so the frees
 /// that follow need not release again at once.
 const DIRTY_KEEP_SHIFT: u32 = 3;
+/// The most one free releases for the limit (64 MiB: tens of
+/// milliseconds of madvise at worst).
+const DIRTY_STEP_BYTES: usize = 64 << 20;
 
 impl Zone {
     /// The dirty limit's ratio, in percent of the pages in use; 0: off.
@@ -81,13 +84,15 @@ impl Zone {
             return 0;
         }
         let keep = limit - (limit >> DIRTY_KEEP_SHIFT);
-        let released = self.release(0, keep, (dirty - keep) * PAGE_SIZE, PAGEBLOCK_ORDER);
-        let after = self.dirty_free_pages();
-        // Still over: the resident free memory is in pieces smaller than a
-        // pageblock. Wait for another pageblock's worth before looking
-        // again.
-        let retry = if after > self.dirty_limit() {
-            after + PAGEBLOCK_NR_PAGES
+        // One free gives back at most DIRTY_STEP_BYTES: the next free, or
+        // the tick, goes on.
+        let want = ((dirty - keep) * PAGE_SIZE).min(DIRTY_STEP_BYTES);
+        let released = self.release(0, keep, want, PAGEBLOCK_ORDER);
+        // Short of `want`: the resident free memory left is in pieces
+        // smaller than a pageblock. Wait for another pageblock's worth
+        // before looking again.
+        let retry = if released < want {
+            self.dirty_free_pages() + PAGEBLOCK_NR_PAGES
         } else {
             0
         };

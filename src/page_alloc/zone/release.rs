@@ -50,7 +50,8 @@ impl Zone {
     /// `idle_ticks` ticks and are resident, largest first and coldest first
     /// within an order: blocks below a pageblock only while more than
     /// `keep_dirty` free pages are resident, and no more than `want` bytes
-    /// (give or take the last block). Returns the bytes released.
+    /// (give or take the last block), counting what was resident. Returns
+    /// the resident bytes given back.
     pub(super) fn release(
         &self,
         idle_ticks: u32,
@@ -64,8 +65,10 @@ impl Zone {
                 break;
             }
             let mut batch_bytes = 0;
-            let mut batch: [(*mut Page, u32); RELEASE_BATCH] =
-                [(core::ptr::null_mut(), 0); RELEASE_BATCH];
+            // Each block with its charged (resident) pages: what it gives
+            // back, and what counts towards `want`.
+            let mut batch: [(*mut Page, u32, usize); RELEASE_BATCH] =
+                [(core::ptr::null_mut(), 0, 0); RELEASE_BATCH];
             let mut n = 0;
             {
                 let mut g = self.lock();
@@ -92,11 +95,13 @@ impl Zone {
                             // Clean blocks sit at the tail (see add_free):
                             // walk past them cheaply to the resident ones.
                             // SAFETY: a free block of ours; lock held.
-                            let resident = fl & flags::CLEAN == 0
-                                && unsafe {
-                                    super::charge::count_charged(page_addr(p), 1 << order)
-                                } > 0;
-                            if !resident
+                            let charged = if fl & flags::CLEAN == 0 {
+                                // SAFETY: a free block of ours; lock held.
+                                unsafe { super::charge::count_charged(page_addr(p), 1 << order) }
+                            } else {
+                                0
+                            };
+                            if charged == 0
                                 || (whole_only
                                     && order < PAGEBLOCK_ORDER
                                     && self.huge_pageblock(page_addr(p)))
@@ -114,9 +119,9 @@ impl Zone {
                                     (*p).set_kind(PageKind::Isolated);
                                 }
                                 z.isolated += 1 << order;
-                                batch[n] = (p, order);
+                                batch[n] = (p, order, charged);
                                 n += 1;
-                                batch_bytes += PAGE_SIZE << order;
+                                batch_bytes += charged * PAGE_SIZE;
                                 if n == RELEASE_BATCH || total + batch_bytes >= want {
                                     break 'orders;
                                 }
@@ -130,11 +135,11 @@ impl Zone {
                 break;
             }
             let mut released = [false; RELEASE_BATCH];
-            for (i, &(p, order)) in batch[..n].iter().enumerate() {
+            for (i, &(p, order, _)) in batch[..n].iter().enumerate() {
                 released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
             }
             let mut g = self.lock();
-            for (i, &(p, order)) in batch[..n].iter().enumerate() {
+            for (i, &(p, order, charged)) in batch[..n].iter().enumerate() {
                 if released[i] {
                     g.uncharge_range(page_addr(p), 1 << order);
                 }
@@ -153,7 +158,7 @@ impl Zone {
                     let bytes = PAGE_SIZE << order;
                     z.c.released_bytes += bytes as u64;
                     z.c.release_events += 1;
-                    total += bytes;
+                    total += charged * PAGE_SIZE;
                 }
             }
         }
