@@ -517,8 +517,8 @@ fn concurrent_frees_and_ticks_keep_the_dirty_limit_accounting_whole() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    if live.len() < 96 && x % 3 != 0 {
-                        let order = if x % 5 == 0 {
+                    if live.len() < 96 && !x.is_multiple_of(3) {
+                        let order = if x.is_multiple_of(5) {
                             MAX_PAGE_ORDER - (x as u32 >> 8) % 2
                         } else {
                             (x as u32 >> 8) % 4
