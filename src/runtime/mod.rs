@@ -20,6 +20,7 @@
 //! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
 //! - `files.rs`: the files written per process (report, trace);
 //! - `settings.rs`: the `PCPALLOC_*` variables;
+//! - `path_setting.rs`: a setting that holds a path, without allocating;
 //! - `control.rs`: settings changed at run time, and the word said before
 //!   a Rust allocation failure aborts.
 
@@ -28,6 +29,7 @@ pub mod files;
 pub mod fork;
 pub mod hooks;
 pub mod late;
+pub mod path_setting;
 pub mod paths;
 pub mod process;
 pub mod reclaim;

@@ -18,6 +18,7 @@
 //! - `buddy.rs`: free lists, split and merge;
 //! - `fallback.rs`: migratetype fallback (seed 004);
 //! - `watermark.rs`: the kernel's sizing formulas;
+//! - `config.rs`: how a zone is configured (limit, huge pages, ratios);
 //! - `budget.rs`: the memory budget;
 //! - `grow.rs`: blocks online and offline;
 //! - `exact.rs`: blocks of exactly n pages, and runs of free blocks;
@@ -35,6 +36,7 @@ mod buddy;
 pub mod budget;
 mod charge;
 mod check;
+mod config;
 mod dirty;
 mod exact;
 mod fallback;
@@ -49,6 +51,7 @@ use crossbeam_utils::CachePadded;
 
 pub use buddy::{ZoneCounters, ZoneInner};
 pub use budget::{Budget, NO_LIMIT};
+pub use config::{ThpPolicy, ZoneConfig, DEFAULT_DIRTY_RATIO};
 pub use fallback::StealRules;
 use watermark::{PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
 
@@ -61,90 +64,6 @@ use crate::sync::{Guard, Locked};
 /// seed 000 patch 8). Set on the allocation path, cleared on the pcp free
 /// path once the zone is back above the watermark.
 pub const ZONE_BELOW_HIGH: u32 = 1 << 0;
-
-/// Transparent huge pages for the zone's memory, as the kernel's
-/// `transparent_hugepage/enabled` but for this heap (see `thp.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThpPolicy {
-    /// madvise(MADV_NOHUGEPAGE) on every block: no huge page, even where
-    /// the system would give one.
-    Never = 0,
-    /// madvise(MADV_HUGEPAGE) on every block from the start.
-    Always = 1,
-    /// madvise(MADV_HUGEPAGE) once the heap has grown past
-    /// `THP_DENSE_MIN_BYTES`: a small program keeps the RSS of 4 KiB pages,
-    /// a large heap — whose pageblocks are mostly used — gets huge pages.
-    Dense = 2,
-}
-
-impl ThpPolicy {
-    /// The default, chosen by the measurements in the README.
-    pub const DEFAULT: ThpPolicy = ThpPolicy::Dense;
-
-    /// The policy stored as `v`.
-    pub fn from_u32(v: u32) -> ThpPolicy {
-        match v {
-            0 => ThpPolicy::Never,
-            1 => ThpPolicy::Always,
-            _ => ThpPolicy::Dense,
-        }
-    }
-
-    /// Its name, as `PCPALLOC_THP` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ThpPolicy::Never => "never",
-            ThpPolicy::Always => "always",
-            ThpPolicy::Dense => "dense",
-        }
-    }
-}
-
-/// The dirty limit's default ratio (`dirty.rs`), in percent of the pages
-/// in use: at 90, the page band's 16 KiB – 4 MiB half holds half the
-/// resident memory for two thirds of the throughput (the README's curve).
-pub const DEFAULT_DIRTY_RATIO: usize = 90;
-
-/// How a zone is sized and behaves; fixed when the zone is configured.
-#[derive(Clone, Copy, Debug)]
-pub struct ZoneConfig {
-    /// Bytes the zone (plus huge allocations charged to its budget) may
-    /// map, or [`NO_LIMIT`].
-    pub memory_limit: usize,
-    /// The memory the formulas are sized from (0: the limit).
-    pub size: usize,
-    /// CPUs the pcp high bounds are split over.
-    pub nr_cpus: usize,
-    /// 0: auto-tune pcp high; ≥ 8: fixed high = managed / fraction / cpus.
-    pub high_fraction: usize,
-    /// Seed 004 stealing rules.
-    pub steal: StealRules,
-    /// Transparent huge pages.
-    pub thp: ThpPolicy,
-    /// Small objects grouped by lifetime: short-lived classes' slabs in
-    /// reclaimable pageblocks (`slab/lifetime.rs`); off, every slab is
-    /// unmovable.
-    pub group_by_lifetime: bool,
-    /// The dirty limit's ratio in percent of the pages in use (`dirty.rs`);
-    /// 0: off.
-    pub dirty_ratio: usize,
-}
-
-impl ZoneConfig {
-    /// A configuration with the given limit and the seed's final rules.
-    pub fn with_limit(memory_limit: usize) -> ZoneConfig {
-        ZoneConfig {
-            memory_limit,
-            size: 0,
-            nr_cpus: 1,
-            high_fraction: 0,
-            steal: StealRules::SEED_004,
-            thp: ThpPolicy::Never,
-            group_by_lifetime: true,
-            dirty_ratio: DEFAULT_DIRTY_RATIO,
-        }
-    }
-}
 
 /// A buddy zone. See the module docs.
 pub struct Zone {
