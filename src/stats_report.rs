@@ -418,6 +418,7 @@ impl Stats {
             "nr_managed_pages" => z.managed,
             "nr_free_pages" => z.free,
             "nr_free_clean_pages" => z.clean_free,
+            "nr_isolated_pages" => z.isolated,
             "nr_pcp_pages" => self.pcp_count,
             "wmark_min" => z.wmark[0],
             "wmark_low" => z.wmark[1],

@@ -42,15 +42,20 @@ pub struct LockClass {
 ///    slabs (a leaf while held on the allocation path: only ever tried);
 /// 5. the pagesets: the pool's free list, then each pageset (only ever
 ///    tried on allocation and free paths; busy → straight to the zone);
-/// 6. the zone lock;
-/// 7. the huge-block cache and list (a leaf: nothing is taken under it);
-/// 8. the metadata arena (heaps and pagesets are made under 4 and 5);
-/// 9. the trace buffers, one per heap (a leaf each: an event is pushed,
+/// 6. the zone's release gate (`page_alloc/zone/release.rs`): a release
+///    isolates free blocks off the lists, gives them back without the
+///    zone lock and takes the lock again to put them back; fork closes the
+///    gate and waits for the releases under way, so the child finds no
+///    block isolated (inside, a release takes only the zone lock);
+/// 7. the zone lock;
+/// 8. the huge-block cache and list (a leaf: nothing is taken under it);
+/// 9. the metadata arena (heaps and pagesets are made under 4 and 5);
+/// 10. the trace buffers, one per heap (a leaf each: an event is pushed,
 ///    and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub static LOCKS: [LockClass; 9] = [
+pub static LOCKS: [LockClass; 10] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
@@ -59,8 +64,8 @@ pub static LOCKS: [LockClass; 9] = [
         },
     },
     LockClass {
-        take: large_bins::close_gate_for_fork,
-        release: large_bins::open_gate_after_fork,
+        take: || large_bins::FORK_GATE.close_for_fork(),
+        release: |child| large_bins::FORK_GATE.open_after_fork(child),
     },
     LockClass {
         take: late::lock_for_fork,
@@ -82,6 +87,10 @@ pub static LOCKS: [LockClass; 9] = [
             // SAFETY: the caller (fork's handlers) took it with `take`.
             unsafe { PAGES.pagesets.unlock_all(child) }
         },
+    },
+    LockClass {
+        take: || PAGES.zone.close_release_gate(),
+        release: |child| PAGES.zone.open_release_gate(child),
     },
     LockClass {
         take: || core::mem::forget(PAGES.zone.lock()),

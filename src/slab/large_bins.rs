@@ -39,16 +39,13 @@
 
 use core::cell::UnsafeCell;
 use core::ptr;
-use core::sync::atomic::{
-    AtomicU32, AtomicU64, AtomicUsize,
-    Ordering::{AcqRel, Acquire, Relaxed, Release},
-};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::geometry::PAGE_SIZE;
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::page_alloc::classes::{class_of, class_pages, SMALL_CLASS_PAGES};
 use crate::page_alloc::Pages;
-use crate::sync::{bump, spin_until, BiasedLock};
+use crate::sync::{bump, BiasedLock, ForkGate};
 
 /// Size classes with a bin: every class up to 64 pages.
 pub const BIN_CLASSES: usize = class_of(SMALL_CLASS_PAGES) + 1;
@@ -75,44 +72,12 @@ const FREE_HIGH_CUT: usize = 64;
 /// for more, the threads that allocate what it frees do.
 const FREE_HIGH_KEEP: usize = BINS_HIGH_MIN / 4;
 
-/// Remote drains under way, and [`FORK_BIT`] while a fork waits for them
-/// or runs: so no remote side of a bins' lock is held across a fork (the
-/// child would find it held by a thread it does not have), fork's handlers
-/// close the gate and wait for the drains inside to finish; a drain that
-/// finds the gate closed is skipped (it is never needed for correctness).
-static FORK_GATE: AtomicUsize = AtomicUsize::new(0);
-/// The gate is closed.
-const FORK_BIT: usize = 1 << (usize::BITS - 1);
-
-fn gate_enter() -> bool {
-    if FORK_GATE.fetch_add(1, Acquire) & FORK_BIT != 0 {
-        FORK_GATE.fetch_sub(1, Release);
-        return false;
-    }
-    true
-}
-
-fn gate_leave() {
-    FORK_GATE.fetch_sub(1, Release);
-}
-
-/// Before fork: closes the gate and waits for the remote drains under
-/// way (each holds one bins' lock and may wait for a pageset's or the
-/// zone's, which fork takes after this).
-pub fn close_gate_for_fork() {
-    FORK_GATE.fetch_or(FORK_BIT, AcqRel);
-    spin_until(|| FORK_GATE.load(Acquire) & !FORK_BIT == 0);
-}
-
-/// After fork: opens the gate again (in the child, where no drain runs,
-/// with no count left).
-pub fn open_gate_after_fork(child: bool) {
-    if child {
-        FORK_GATE.store(0, Release);
-    } else {
-        FORK_GATE.fetch_and(!FORK_BIT, Release);
-    }
-}
+/// Remote drains under way: so no remote side of a bins' lock is held
+/// across a fork (the child would find it held by a thread it does not
+/// have), fork's handlers close the gate and wait for the drains inside
+/// to finish (each holds one bins' lock and may wait for a pageset's or
+/// the zone's, which fork takes after this).
+pub static FORK_GATE: ForkGate = ForkGate::new();
 
 /// Counters of a heap's large bins, written under the bins' lock with a
 /// load and a store (no read-modify-write), read racily by the report.
@@ -471,12 +436,13 @@ impl LargeBins {
     /// tick, a reclaim at the memory limit, a trim). Returns the pages
     /// spilled. Skipped while a fork is under way (see [`FORK_GATE`]).
     pub fn drain_remote(&self, pages: &Pages<'_>) -> usize {
-        if self.held.load(Relaxed) == 0 || !gate_enter() {
+        if self.held.load(Relaxed) == 0 {
             return 0;
         }
-        let n = self.remote(|st| self.spill_all(st, pages)).unwrap_or(0);
-        gate_leave();
-        n
+        let Some(_inside) = FORK_GATE.enter() else {
+            return 0;
+        };
+        self.remote(|st| self.spill_all(st, pages)).unwrap_or(0)
     }
 
     /// In a forked child, the bins of a thread that did not survive: spilled

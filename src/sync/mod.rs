@@ -550,3 +550,72 @@ mod tests {
         assert!(l.try_lock());
     }
 }
+
+/// A gate fork closes on work that must not be cut in half by it: work
+/// that holds something fork cannot take as a lock (blocks isolated off
+/// the free lists, a remote side of a bins' lock) enters the gate, and
+/// fork's handlers close it and wait for the work inside to finish. Work
+/// that finds the gate closed is skipped: it is never needed for
+/// correctness, only to give memory back or move it along.
+///
+/// Inside the gate a thread may take only locks that come after the
+/// gate's place in `runtime::fork::LOCKS`.
+pub struct ForkGate {
+    /// Threads inside, and [`ForkGate::CLOSED`] while a fork waits for
+    /// them or runs.
+    word: core::sync::atomic::AtomicUsize,
+}
+
+impl ForkGate {
+    const CLOSED: usize = 1 << (usize::BITS - 1);
+
+    pub const fn new() -> ForkGate {
+        ForkGate {
+            word: core::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Enters, unless a fork closed the gate: then `None`. The guard
+    /// leaves when dropped.
+    #[inline]
+    pub fn enter(&self) -> Option<ForkGateGuard<'_>> {
+        if self.word.fetch_add(1, Ordering::Acquire) & Self::CLOSED != 0 {
+            self.word.fetch_sub(1, Ordering::Release);
+            return None;
+        }
+        Some(ForkGateGuard { gate: self })
+    }
+
+    /// Before fork: closes the gate and waits for the threads inside.
+    pub fn close_for_fork(&self) {
+        self.word.fetch_or(Self::CLOSED, Ordering::AcqRel);
+        spin_until(|| self.word.load(Ordering::Acquire) & !Self::CLOSED == 0);
+    }
+
+    /// After fork: opens the gate again (in the child, where nobody is
+    /// inside, with no count left).
+    pub fn open_after_fork(&self, child: bool) {
+        if child {
+            self.word.store(0, Ordering::Release);
+        } else {
+            self.word.fetch_and(!Self::CLOSED, Ordering::Release);
+        }
+    }
+}
+
+impl Default for ForkGate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A thread inside a [`ForkGate`]; leaves when dropped.
+pub struct ForkGateGuard<'a> {
+    gate: &'a ForkGate,
+}
+
+impl Drop for ForkGateGuard<'_> {
+    fn drop(&mut self) {
+        self.gate.word.fetch_sub(1, Ordering::Release);
+    }
+}

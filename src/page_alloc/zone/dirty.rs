@@ -106,6 +106,13 @@ impl Zone {
         released
     }
 
+    /// In a forked child: the thread that was releasing for the limit is
+    /// not there.
+    pub(super) fn reset_dirty_after_fork(&self) {
+        self.dirty.busy.store(false, Relaxed);
+        self.dirty.retry_at.store(0, Relaxed);
+    }
+
     /// The tick: a limit that could not be met is tried again.
     pub(super) fn reset_dirty_retry(&self) {
         self.dirty.retry_at.store(0, Relaxed);

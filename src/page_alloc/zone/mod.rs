@@ -58,7 +58,7 @@ use watermark::{PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
 use crate::geometry::NR_PAGE_ORDERS;
 use crate::page::{MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
 use crate::section::{self, page_addr, SectionHeader};
-use crate::sync::{Guard, Locked};
+use crate::sync::{ForkGate, Guard, Locked};
 
 /// Zone flag: free pages fell below the high watermark (ZONE_BELOW_HIGH,
 /// seed 000 patch 8). Set on the allocation path, cleared on the pcp free
@@ -101,6 +101,9 @@ pub struct Zone {
     group_by_lifetime: core::sync::atomic::AtomicBool,
     /// The dirty limit's state (`dirty.rs`).
     dirty: DirtyLimit,
+    /// Releases under way (`release.rs`): fork waits for them, so no
+    /// block is isolated across a fork.
+    release_gate: ForkGate,
     /// The memory budget (limit and bytes mapped).
     pub budget: Budget,
 }
@@ -133,6 +136,7 @@ impl Zone {
                 retry_at: AtomicUsize::new(0),
                 busy: core::sync::atomic::AtomicBool::new(false),
             },
+            release_gate: ForkGate::new(),
             budget: Budget::new(),
         }
     }
@@ -402,6 +406,7 @@ impl Zone {
             managed: z.managed,
             free: z.free,
             clean_free: z.clean_free,
+            isolated: z.isolated,
             nr_free: z.nr_free,
             free_per_order,
             wmark: [
@@ -616,6 +621,8 @@ pub struct ZoneSnapshot {
     pub free: usize,
     /// Free pages not resident (fresh or released).
     pub clean_free: usize,
+    /// Free pages isolated off the lists (a release under way).
+    pub isolated: usize,
     /// Free blocks per order.
     pub nr_free: [usize; NR_PAGE_ORDERS],
     /// Free blocks per order and migratetype.

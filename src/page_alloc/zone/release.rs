@@ -33,6 +33,21 @@ const SKIP_LIMIT: usize = 4096;
 const MAX_ROUNDS: usize = 256;
 
 impl Zone {
+    /// Before fork (`runtime::fork::LOCKS`): waits for the releases under
+    /// way and keeps new ones out until [`Zone::open_release_gate`].
+    pub fn close_release_gate(&self) {
+        self.release_gate.close_for_fork();
+    }
+
+    /// After fork: releases may run again. In the child, the dirty limit's
+    /// releaser (the flag it holds through its release) did not come along.
+    pub fn open_release_gate(&self, child: bool) {
+        if child {
+            self.reset_dirty_after_fork();
+        }
+        self.release_gate.open_after_fork(child);
+    }
+
     /// Returns idle, resident free memory to the OS; see the module docs.
     /// Returns the bytes released.
     pub fn release_idle(&self, idle_ticks: u32, keep_dirty: usize) -> usize {
@@ -59,6 +74,11 @@ impl Zone {
         want: usize,
         min_order: u32,
     ) -> usize {
+        // Blocks are isolated across lock holds: a fork must not see them
+        // so (the child would never put them back).
+        let Some(_inside) = self.release_gate.enter() else {
+            return 0;
+        };
         let mut total = 0;
         for _ in 0..MAX_ROUNDS {
             if total >= want {
