@@ -51,7 +51,7 @@ pub struct LockClass {
 /// 8. the huge-block cache and list (a leaf: nothing is taken under it);
 /// 9. the metadata arena (heaps and pagesets are made under 4 and 5);
 /// 10. the trace buffers, one per heap (a leaf each: an event is pushed,
-///    and a full buffer written, under it and nothing else).
+///     and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.

@@ -517,40 +517,6 @@ impl<T> Drop for Guard<'_, T> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mutex_counts_contention() {
-        static L: Locked<u64> = Locked::new(0);
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                std::thread::spawn(|| {
-                    for _ in 0..20_000 {
-                        *L.lock() += 1;
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(*L.lock(), 80_000);
-        assert_eq!(L.lock.acquisitions.load(Ordering::Relaxed), 80_001);
-    }
-
-    #[test]
-    fn trylock_excludes() {
-        let l = TryLock::new();
-        assert!(l.try_lock());
-        assert!(!l.try_lock());
-        // SAFETY: held just above.
-        unsafe { l.unlock() };
-        assert!(l.try_lock());
-    }
-}
-
 /// A gate fork closes on work that must not be cut in half by it: work
 /// that holds something fork cannot take as a lock (blocks isolated off
 /// the free lists, a remote side of a bins' lock) enters the gate, and
@@ -617,5 +583,39 @@ pub struct ForkGateGuard<'a> {
 impl Drop for ForkGateGuard<'_> {
     fn drop(&mut self) {
         self.gate.word.fetch_sub(1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mutex_counts_contention() {
+        static L: Locked<u64> = Locked::new(0);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..20_000 {
+                        *L.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*L.lock(), 80_000);
+        assert_eq!(L.lock.acquisitions.load(Ordering::Relaxed), 80_001);
+    }
+
+    #[test]
+    fn trylock_excludes() {
+        let l = TryLock::new();
+        assert!(l.try_lock());
+        assert!(!l.try_lock());
+        // SAFETY: held just above.
+        unsafe { l.unlock() };
+        assert!(l.try_lock());
     }
 }
