@@ -43,10 +43,10 @@ pub struct LockClass {
 /// 5. the pagesets: the pool's free list, then each pageset (only ever
 ///    tried on allocation and free paths; busy → straight to the zone);
 /// 6. the zone's release gate (`page_alloc/zone/release.rs`): a release
-///    isolates free blocks off the lists, gives them back without the
-///    zone lock and takes the lock again to put them back; fork closes the
-///    gate and waits for the releases under way, so the child finds no
-///    block isolated (inside, a release takes only the zone lock);
+///    (or a shrink) isolates free blocks off the lists, gives them back
+///    without the zone lock and takes the lock again to put them back (or
+///    offline); fork closes the gate and waits for those under way, so the
+///    child finds no block isolated (inside, only the zone lock is taken);
 /// 7. the zone lock;
 /// 8. the huge-block cache and list (a leaf: nothing is taken under it);
 /// 9. the metadata arena (heaps and pagesets are made under 4 and 5);

@@ -5,8 +5,9 @@
  * thread forks again and again. Each child, its only thread, must find
  * no block isolated (one would never be put back), and must itself give
  * memory back for the limit when it frees a burst (the releaser's flag
- * must not be left set by a thread that did not come along). A hung
- * child dies of its alarm.
+ * must not be left set by a thread that did not come along). One thread
+ * also calls malloc_trim, whose shrink isolates whole blocks likewise. A
+ * hung child dies of its alarm.
  *
  *   fork_release THREADS FORKS */
 #include "issue_common.h"
@@ -30,7 +31,12 @@ static void burst(unsigned *x, int n) {
 
 static void *worker(void *arg) {
     unsigned x = (unsigned)(uintptr_t)arg;
-    while (!stop) burst(&x, 8);
+    for (unsigned n = 0; !stop; n++) {
+        burst(&x, 8);
+        /* The first thread trims too: the zone shrinks, taking whole
+         * blocks offline with the lock dropped. */
+        if (n % 2 == 0 && (uintptr_t)arg == 1) malloc_trim(0);
+    }
     return NULL;
 }
 

@@ -161,6 +161,11 @@ impl Zone {
     /// `max_blocks`: their memory and commit charge go back to the OS and
     /// their cost back to the budget. Returns the bytes given back.
     pub fn shrink(&self, which: Shrink, max_blocks: usize) -> usize {
+        // Blocks are isolated while the OS call runs: not across a fork
+        // (see `release.rs`).
+        let Some(_inside) = self.release_gate.enter() else {
+            return 0;
+        };
         let mut total = 0;
         let mut left = max_blocks;
         while left > 0 {

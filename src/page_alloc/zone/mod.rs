@@ -101,8 +101,8 @@ pub struct Zone {
     group_by_lifetime: core::sync::atomic::AtomicBool,
     /// The dirty limit's state (`dirty.rs`).
     dirty: DirtyLimit,
-    /// Releases under way (`release.rs`): fork waits for them, so no
-    /// block is isolated across a fork.
+    /// Releases and shrinks under way (`release.rs`, `grow.rs`): fork
+    /// waits for them, so no block is isolated across a fork.
     release_gate: ForkGate,
     /// The memory budget (limit and bytes mapped).
     pub budget: Budget,

@@ -33,8 +33,8 @@ const SKIP_LIMIT: usize = 4096;
 const MAX_ROUNDS: usize = 256;
 
 impl Zone {
-    /// Before fork (`runtime::fork::LOCKS`): waits for the releases under
-    /// way and keeps new ones out until [`Zone::open_release_gate`].
+    /// Before fork (`runtime::fork::LOCKS`): waits for the releases and
+    /// shrinks under way and keeps new ones out until [`Zone::open_release_gate`].
     pub fn close_release_gate(&self) {
         self.release_gate.close_for_fork();
     }
