@@ -458,6 +458,7 @@ impl Stats {
             "below_high_set" => c.below_high_set,
             "below_high_clear" => c.below_high_clear,
             "drain_all" => c.drain_all,
+            "drain_before_grow" => c.drain_before_grow,
             "charge_fail" => c.charge_fail,
             "exact_runs" => c.exact_runs,
             "zone_shrink" => c.shrink_events,

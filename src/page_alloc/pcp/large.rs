@@ -36,7 +36,7 @@ use crate::page::{LargeBlock, Page, PageKind, PageList};
 use crate::page_alloc::classes::{class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::watermark::PcpParams;
-use crate::page_alloc::zone::Zone;
+use crate::page_alloc::zone::{Grow, Zone};
 
 /// The least `high` of the large lists: one 1 MiB block's worth.
 pub const LARGE_HIGH_MIN_PAGES: usize = 512;
@@ -158,7 +158,7 @@ impl LargeLists {
     /// grows `high` as far as blocks were given back for lack of room, and
     /// takes blocks of `class` from the zone in one lock hold (several for
     /// small classes) — one for the caller, the rest cached. Null when the
-    /// zone has none.
+    /// zone's free lists have none (the zone does not grow here).
     #[cold]
     #[inline(never)]
     pub fn refill(
@@ -185,7 +185,10 @@ impl LargeLists {
             .clamp(1, LARGE_REFILL_MAX)
             .min(room + 1);
         let mut got = PageList::new();
-        let n = zone.rmqueue_exact_bulk(pages, want, migratetype_for(pages), &mut got);
+        // Never grows the zone: a miss there drains every pageset's large
+        // lists before the zone may grow (`Pages::alloc_large`).
+        let mt = migratetype_for(pages);
+        let n = zone.rmqueue_exact_bulk(pages, want, mt, &mut got, Grow::No);
         if n == 0 {
             return (core::ptr::null_mut(), class);
         }

@@ -18,7 +18,7 @@ use crate::page::{
     order_to_pindex, pindex_to_order, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES,
 };
 use crate::page_alloc::knobs::{heuristic, Knobs};
-use crate::page_alloc::zone::Zone;
+use crate::page_alloc::zone::{Grow, Zone};
 use crate::section::{self, page_addr};
 use crate::sync::{BiasedLock, Entry};
 
@@ -371,14 +371,14 @@ impl Pageset {
     }
 
     /// [`alloc_large`](Self::alloc_large) when the lock is busy: from the
-    /// zone.
+    /// zone's free lists (without growing it, as a refill).
     #[cold]
     #[inline(never)]
     fn alloc_large_busy(&self, zone: &Zone, class: usize) -> (*mut Page, usize) {
         self.lock_busy.fetch_add(1, Relaxed);
         let pages = crate::page_alloc::classes::class_pages(class);
         let mt = crate::page_alloc::classes::migratetype_for(pages);
-        (zone.alloc_exact(pages, 0, mt), class)
+        (zone.alloc_exact(pages, 0, mt, Grow::No), class)
     }
 
     /// [`alloc_large`](Self::alloc_large)'s miss: a refill of the large
@@ -511,6 +511,15 @@ impl Pageset {
             }
             total += free_pcppages_bulk(zone, &mut g, chunk, 0);
         }
+    }
+
+    /// Gives every block of the large lists back to the zone. Returns the
+    /// pages drained.
+    pub fn drain_large(&self, zone: &Zone) -> usize {
+        let mut g = self.lock();
+        let n = g.large.drain(zone, usize::MAX, 0);
+        g.c.free_zone += n as u64;
+        n
     }
 
     /// Gives every cached page back to the zone (`drain_pages_zone`).

@@ -177,6 +177,14 @@ impl PagesetPool {
         n
     }
 
+    /// Drains the large lists of every pageset into `zone`. Returns the
+    /// pages drained.
+    pub fn drain_all_large(&self, zone: &Zone) -> usize {
+        let mut n = 0;
+        self.for_each(|ps| n += ps.drain_large(zone));
+        n
+    }
+
     /// Pages held by all pagesets (racy sum, for decisions and reports).
     pub fn total_count(&self) -> usize {
         let mut n = 0;

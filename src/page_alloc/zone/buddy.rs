@@ -56,6 +56,9 @@ pub struct ZoneCounters {
     pub below_high_clear: u64,
     /// Times all pagesets were drained to satisfy an allocation.
     pub drain_all: u64,
+    /// Times the pagesets' large lists were drained because an exact
+    /// block fit nowhere in the free lists, before the zone grew.
+    pub drain_before_grow: u64,
     /// Allocations refused because the budget could not take the pages
     /// of a free block (at a user-set limit).
     pub charge_fail: u64,
@@ -146,6 +149,7 @@ impl ZoneInner {
                 below_high_set: 0,
                 below_high_clear: 0,
                 drain_all: 0,
+                drain_before_grow: 0,
                 charge_fail: 0,
                 exact_runs: 0,
                 shrink_events: 0,

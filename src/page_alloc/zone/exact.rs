@@ -24,7 +24,7 @@ use crate::section::{self, desc_of, page_addr};
 use crate::util::order_for_pages;
 
 use super::buddy::take_block;
-use super::{Zone, ZoneGuard};
+use super::{Grow, Zone, ZoneGuard};
 
 /// Free blocks looked at per order when searching for a run.
 const RUN_SCAN: usize = 16;
@@ -35,11 +35,18 @@ impl ZoneGuard<'_> {
     /// A block of exactly `npages` pages for `mt`, aligned to
     /// `2^align_order` pages: from a free block of the order that holds it
     /// (its tail given back), else (unaligned requests) a run of adjacent
-    /// free blocks, else a fallback type's block, else after growing.
-    /// Charged to the budget; null when nothing is left. The head comes
-    /// back with kind `None`, order 0 and CLEAN telling whether the whole
-    /// block reads as zero.
-    pub fn rmqueue_exact(&mut self, npages: usize, align_order: u32, mt: MigrateType) -> *mut Page {
+    /// free blocks, else a fallback type's block, else — if `grow` says
+    /// so — after growing. Charged to the budget; null when nothing is
+    /// left (or nothing without growing). The head comes back with kind
+    /// `None`, order 0 and CLEAN telling whether the whole block reads as
+    /// zero.
+    pub fn rmqueue_exact(
+        &mut self,
+        npages: usize,
+        align_order: u32,
+        mt: MigrateType,
+        grow: Grow,
+    ) -> *mut Page {
         let order = order_for_pages(npages).max(align_order);
         if align_order == 0 && !npages.is_power_of_two() {
             // Best fit first: a run of smaller free blocks that holds the
@@ -50,6 +57,9 @@ impl ZoneGuard<'_> {
             }
         }
         let mut p = self.take_block_of(order, mt);
+        if p.is_null() && grow == Grow::No {
+            return p;
+        }
         if p.is_null() && self.grow(1 << order) {
             // Memory comes online movable: another type takes it through
             // the fallback.
@@ -196,23 +206,32 @@ impl ZoneGuard<'_> {
 impl Zone {
     /// A block of exactly `npages` pages for `mt` aligned to
     /// `2^align_order` pages (see [`ZoneGuard::rmqueue_exact`]).
-    pub fn alloc_exact(&self, npages: usize, align_order: u32, mt: MigrateType) -> *mut Page {
+    pub fn alloc_exact(
+        &self,
+        npages: usize,
+        align_order: u32,
+        mt: MigrateType,
+        grow: Grow,
+    ) -> *mut Page {
         self.check_below_high(order_for_pages(npages));
-        self.lock().rmqueue_exact(npages, align_order, mt)
+        self.lock().rmqueue_exact(npages, align_order, mt, grow)
     }
 
     /// Takes up to `count` blocks of exactly `npages` pages for `mt` in one
     /// lock hold and puts them on `list` (a pageset's refill, as
-    /// `rmqueue_bulk`). Each comes with kind `None` and its CLEAN flag.
-    /// Returns how many it got.
+    /// `rmqueue_bulk`), growing only if `grow` says so. Each comes with
+    /// kind `None` and its CLEAN flag. Returns how many it got.
     pub fn rmqueue_exact_bulk(
         &self,
         npages: usize,
         count: usize,
         mt: MigrateType,
         list: &mut PageList,
+        grow: Grow,
     ) -> usize {
-        self.take_bulk(count, npages, list, |g| g.rmqueue_exact(npages, 0, mt))
+        self.take_bulk(count, npages, list, |g| {
+            g.rmqueue_exact(npages, 0, mt, grow)
+        })
     }
 
     /// Frees the exact block `[page_addr(head), + npages)` to the buddy

@@ -65,6 +65,21 @@ use crate::sync::{ForkGate, Guard, Locked};
 /// path once the zone is back above the watermark.
 pub const ZONE_BELOW_HIGH: u32 = 1 << 0;
 
+/// Whether a request the free lists cannot serve may grow the zone.
+///
+/// A pageset's refill asks with `No`: the zone then says no rather than
+/// grow, and the caller gives the blocks every pageset caches back first
+/// (`Pages::alloc_large`) — the kernel's `drain_all_pages` when a
+/// high-order request fails, since pages pinned on the per-CPU lists may
+/// be what keeps its buddies from merging — and asks again with `Yes`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Grow {
+    /// Grow the zone if nothing free fits.
+    Yes,
+    /// Say no if nothing free fits.
+    No,
+}
+
 /// A buddy zone. See the module docs.
 pub struct Zone {
     /// The lock and what it guards, on lines of their own: the atomics
@@ -375,6 +390,11 @@ impl Zone {
     /// Records that pagesets were drained to satisfy an allocation.
     pub fn count_drain_all(&self) {
         self.lock().inner.c.drain_all += 1;
+    }
+
+    /// Counts a drain of the pagesets' large lists before growing.
+    pub fn count_drain_before_grow(&self) {
+        self.lock().inner.c.drain_before_grow += 1;
     }
 
     /// Advances the maintenance epoch (one tick).
