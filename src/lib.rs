@@ -218,7 +218,8 @@ pub mod internals {
     pub use crate::page_alloc::knobs::{FreeCountMode, FreeHighThreshold, Heuristics, Knobs};
     pub use crate::page_alloc::pcp::{tune::PCPF_FREE_HIGH_BATCH, Pageset, PagesetPool};
     pub use crate::page_alloc::zone::{
-        Shrink, StealRules, ThpPolicy, Zone, ZoneConfig, ZoneWalk, DEFAULT_DIRTY_RATIO, NO_LIMIT,
+        Grow, Shrink, StealRules, ThpPolicy, Zone, ZoneConfig, ZoneWalk, DEFAULT_DIRTY_RATIO,
+        NO_LIMIT,
     };
     pub use crate::page_alloc::{PageAllocator, Pages};
     pub use crate::runtime::settings::{PcpMode, SETTINGS, TUNABLES};

@@ -277,6 +277,7 @@ impl Stats {
             t.large_refill_pages += c.large_refill_pages;
             t.large_drained_pages += c.large_drained_pages;
             t.large_free_high += c.large_free_high;
+            t.large_steals += c.large_steals;
             t.large_count += c.large_count;
             s.pcp_count += st.count.max(0) as u64;
             s.pcp_lock_busy += busy;
@@ -489,6 +490,7 @@ impl Stats {
             "pcp_large_refill_pages" => t.large_refill_pages,
             "pcp_large_drained_pages" => t.large_drained_pages,
             "pcp_large_free_high" => t.large_free_high,
+            "pcp_large_steals" => t.large_steals,
             "pcp_large_pages" => t.large_count,
             "pcp_lock_busy" => self.pcp_lock_busy,
             "nr_pagesets" => self.nr_pagesets,

@@ -6,9 +6,9 @@ use pcpalloc::internals::page_addr;
 use pcpalloc::internals::Pageset;
 use pcpalloc::internals::PAGE_SIZE;
 use pcpalloc::internals::PCPF_FREE_HIGH_BATCH;
+use pcpalloc::internals::{Grow, Zone, ZoneConfig};
 use pcpalloc::internals::{Heuristics, Knobs};
 use pcpalloc::internals::{MigrateType, Page, PageKind};
-use pcpalloc::internals::{Zone, ZoneConfig};
 
 struct TestZone(Box<Zone>);
 
@@ -372,6 +372,12 @@ fn large_lists_tune_high_like_a_pageset() {
         let (_, c) = ps.snapshot();
         (c.large_count as usize, c.large_high as usize)
     };
+    // A pageset's refill never grows the zone (the page allocator's slow
+    // path does, after draining the pagesets): give it memory first.
+    let first = z.alloc_exact(64, 0, MigrateType::Movable, Grow::Yes);
+    assert!(!first.is_null());
+    // SAFETY: the block just taken, unused.
+    unsafe { z.free_exact(first, 64) };
     // A first block comes from the zone; freed, it waits on its list.
     let a = take(&ps);
     give(&ps, a);
@@ -569,4 +575,74 @@ fn concurrent_frees_and_ticks_keep_the_dirty_limit_accounting_whole() {
     );
     assert_eq!((walk.isolated, walk.pcp, walk.used), (0, 0, 0));
     assert!(c.balance_dirty > 0);
+}
+
+/// A miss on one CPU's large lists takes a block of the class from
+/// another CPU's lists before it refills from the zone: the block a thread
+/// on CPU 0 freed serves a request on CPU 1 as it is. The steal is counted
+/// on the thief, neither list's tuning sees it, and the zone is not asked.
+/// A block of a class more than two classes larger is not taken.
+#[test]
+fn a_large_miss_takes_another_cpus_block_before_the_zone() {
+    use pcpalloc::internals::{PageAllocator, NO_LIMIT};
+    let pa = Box::new(PageAllocator::new());
+    let mut cfg = ZoneConfig::with_limit(NO_LIMIT);
+    cfg.size = 1 << 30;
+    pa.zone.configure(&cfg);
+    assert!(pa.pagesets.init_cpu_sets(2, false));
+    let (ps0, ps1) = (pa.pagesets.cpu_pageset(0), pa.pagesets.cpu_pageset(1));
+    let (on0, on1) = (pa.through(ps0, false), pa.through(ps1, false));
+    let class = class_of(10);
+    let (a, c) = on0.alloc_large(class);
+    assert!(!a.is_null());
+    assert_eq!(c, class);
+    // SAFETY: an exact block of the class, ours, written.
+    unsafe {
+        (*a).flags = 0;
+        on0.free_large(a, class);
+    }
+    let refills = |ps: &Pageset| ps.snapshot().1.large_refill_pages;
+    let (before0, before1) = (refills(ps0), refills(ps1));
+    let locks = pa
+        .zone
+        .lock_stats()
+        .acquisitions
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let (b, c) = on1.alloc_large(class);
+    assert_eq!((b, c), (a, class), "CPU 1 takes CPU 0's block");
+    assert_eq!(
+        pa.zone
+            .lock_stats()
+            .acquisitions
+            .load(std::sync::atomic::Ordering::Relaxed),
+        locks,
+        "the zone is not asked"
+    );
+    assert_eq!((refills(ps0), refills(ps1)), (before0, before1));
+    let (c0, c1) = (ps0.snapshot().1, ps1.snapshot().1);
+    assert_eq!((c0.large_steals, c1.large_steals), (0, 1));
+    assert_eq!((c0.large_count, c1.large_count), (0, 0));
+    // A block three classes up stays where it is: CPU 1 refills.
+    let (big, _) = on0.alloc_large(class + 3);
+    // SAFETY: as above.
+    unsafe {
+        (*big).flags = 0;
+        on0.free_large(big, class + 3);
+        (*b).flags = 0;
+    }
+    let (d, _) = on1.alloc_large(class);
+    assert_ne!(d, big);
+    assert_eq!(ps1.snapshot().1.large_steals, 1);
+    assert!(refills(ps1) > before1, "CPU 1 refilled from the zone");
+    // SAFETY: ours, unused.
+    unsafe {
+        on1.free_large(b, class);
+        (*d).flags = 0;
+        on1.free_large(d, class);
+    }
+    pa.drain_all();
+    let walk = pa.zone.check_invariants();
+    assert_eq!((walk.pcp, walk.used), (0, 0));
+    // SAFETY: the test is over; nothing uses the zone any more.
+    unsafe { pa.zone.destroy() };
 }

@@ -178,13 +178,30 @@ impl<'a> Pages<'a> {
     /// when out of memory; and the block's class.
     #[inline]
     pub fn alloc_large(&self, class: usize) -> (*mut Page, usize) {
-        let (p, c) =
-            self.pageset()
-                .alloc_large(self.zone(), class, || self.alloc.knobs(), self.owner);
+        let ps = self.pageset();
+        let (p, c) = ps.alloc_large_or_steal(
+            self.zone(),
+            class,
+            || self.alloc.knobs(),
+            self.owner,
+            |class| self.steal_large(ps, class),
+        );
         if p.is_null() {
             return self.alloc_large_slow(class);
         }
         (p, c)
+    }
+
+    /// A block of `class` from another CPU's pageset for the miss of
+    /// `mine` (see `PagesetPool::steal_large`); a thread's own pageset
+    /// (`PCPALLOC_PCP=thread`) takes from none.
+    #[cold]
+    #[inline(never)]
+    fn steal_large(&self, mine: &Pageset, class: usize) -> (*mut Page, usize) {
+        if self.owner {
+            return (core::ptr::null_mut(), class);
+        }
+        self.alloc.pagesets.steal_large(mine, class)
     }
 
     /// [`alloc_large`](Self::alloc_large) when neither the pageset nor the

@@ -62,6 +62,8 @@ pub struct LargeCounters {
     pub drained_pages: u64,
     /// free_high drains (a CPU that only frees).
     pub free_high: u64,
+    /// Misses served by a block taken from another pageset's lists.
+    pub steals: u64,
 }
 
 /// The state of a pageset's large lists (see the module docs). Guarded by
@@ -122,6 +124,7 @@ impl LargeLists {
                 refill_pages: 0,
                 drained_pages: 0,
                 free_high: 0,
+                steals: 0,
             },
         }
     }
@@ -145,6 +148,29 @@ impl LargeLists {
                 let p = self.lists[c].pop_front();
                 if !p.is_null() {
                     self.c.hits += 1;
+                    self.count -= class_pages(c);
+                    (*p).set_kind(PageKind::None);
+                    return (p, c);
+                }
+            }
+        }
+        (core::ptr::null_mut(), class)
+    }
+
+    /// Gives another pageset, whose lists had no block of `class`, one of
+    /// `class` or a class up to `LARGE_STEP_UP` larger: the coldest, so
+    /// what this CPU reuses next stays. Not counted as an allocation here
+    /// (these lists' tuning follows this CPU's own requests); the thief
+    /// counts the steal. Returns the head, with kind `None`, and the
+    /// block's class; null if none.
+    pub fn steal(&mut self, class: usize) -> (*mut Page, usize) {
+        let last = (class + LARGE_STEP_UP).min(NR_LARGE_CLASSES - 1);
+        for c in class..=last {
+            // SAFETY: the class lists hold our PcpLarge blocks; a popped
+            // block is ours.
+            unsafe {
+                let p = self.lists[c].pop_back();
+                if !p.is_null() {
                     self.count -= class_pages(c);
                     (*p).set_kind(PageKind::None);
                     return (p, c);

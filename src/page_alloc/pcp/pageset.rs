@@ -11,6 +11,7 @@
 //! spirit, seed 000 patch 4).
 
 use core::cell::UnsafeCell;
+use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 use crate::geometry::{NR_PCP_ORDERS, PAGE_ALLOC_COSTLY_ORDER};
@@ -68,6 +69,8 @@ pub struct PcpCounters {
     pub large_drained_pages: u64,
     /// free_high drains of the large lists.
     pub large_free_high: u64,
+    /// Large-list misses served by a block of another pageset's lists.
+    pub large_steals: u64,
     /// Pages on the large lists now.
     pub large_count: u64,
     /// The large lists' high now.
@@ -185,6 +188,7 @@ impl Pageset {
                     large_refill_pages: 0,
                     large_drained_pages: 0,
                     large_free_high: 0,
+                    large_steals: 0,
                     large_count: 0,
                     large_high: 0,
                 },
@@ -358,6 +362,21 @@ impl Pageset {
         knobs: impl Fn() -> Knobs,
         owner: bool,
     ) -> (*mut Page, usize) {
+        self.alloc_large_or_steal(zone, class, knobs, owner, |c| (ptr::null_mut(), c))
+    }
+
+    /// [`alloc_large`](Self::alloc_large), where a miss on the lists asks
+    /// `steal` for a block of the class from another pageset before it
+    /// refills from the zone (`PagesetPool::steal_large`).
+    #[inline]
+    pub fn alloc_large_or_steal(
+        &self,
+        zone: &Zone,
+        class: usize,
+        knobs: impl Fn() -> Knobs,
+        owner: bool,
+        steal: impl FnOnce(usize) -> (*mut Page, usize),
+    ) -> (*mut Page, usize) {
         let Some(mut g) = self.enter(owner) else {
             return self.alloc_large_busy(zone, class);
         };
@@ -367,7 +386,25 @@ impl Pageset {
             g.c.pgalloc += crate::page_alloc::classes::class_pages(c) as u64;
             return (p, c);
         }
+        let (p, c) = steal(class);
+        if !p.is_null() {
+            g.large.c.steals += 1;
+            g.c.pgalloc += crate::page_alloc::classes::class_pages(c) as u64;
+            return (p, c);
+        }
         Self::refill_large(&mut g, zone, class, &knobs())
+    }
+
+    /// A block of `class`, or of a class up to two larger, from this
+    /// pageset's large lists for another pageset's miss — if its lock is
+    /// free at once (it is never waited for, so a thief holding its own
+    /// pageset's lock cannot deadlock with another). Null and `class`
+    /// otherwise.
+    pub fn steal_large(&self, class: usize) -> (*mut Page, usize) {
+        match self.enter(false) {
+            Some(mut g) => g.large.steal(class),
+            None => (ptr::null_mut(), class),
+        }
     }
 
     /// [`alloc_large`](Self::alloc_large) when the lock is busy: from the
@@ -571,6 +608,7 @@ impl Pageset {
         c.large_refill_pages = l.c.refill_pages;
         c.large_drained_pages = l.c.drained_pages;
         c.large_free_high = l.c.free_high;
+        c.large_steals = l.c.steals;
         c.large_count = l.count as u64;
         c.large_high = l.high as u64;
         (g.s, c)
