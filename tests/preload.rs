@@ -46,6 +46,19 @@ fn thousand_short_lived_threads() {
     c_test("thread_churn", &[]);
 }
 
+/// With per-thread pagesets no pageset takes another's large blocks, not
+/// even the CPU pagesets that threads past their exit hook use.
+#[test]
+fn thread_pagesets_never_steal_large_blocks() {
+    let bin = c_program("thread_mode_steal");
+    let o = run_ok(preloaded(&bin).env("PCPALLOC_PCP", "thread"));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("thread_mode_steal ok"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn fork_while_threads_allocate() {
     c_test("fork_busy", &["4", "50"]);

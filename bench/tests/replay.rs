@@ -175,10 +175,12 @@ fn copies_replay_instances_side_by_side() {
         row.split('|').nth(col).unwrap().trim().parse().unwrap()
     };
     // Each copy is its own set of processes: twice the page allocations —
-    // within 2%, since the copies share the pagesets' large lists, where a
-    // request may take a block of a slightly larger class.
+    // within 10%, since the copies share the pagesets' large lists, where a
+    // request may take a block of a slightly larger class, from its own
+    // CPU's lists or another's, and a block that fits nowhere drains them
+    // all (-5.1% to +2.4% seen on a trace of 2,849 pages).
     let (a, b) = (2 * cell(&one, 2), cell(&two, 2));
-    assert!(a.abs_diff(b) * 50 <= a, "{one}\n{two}");
+    assert!(a.abs_diff(b) * 10 <= a, "{one}\n{two}");
     assert!(two.contains("2 instances side by side"));
 }
 
@@ -196,4 +198,49 @@ fn bad_arguments_are_refused() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcpalloc trace"));
+}
+
+/// The replay's peak of pages held by pagesets stays right when one
+/// virtual CPU's miss takes blocks from another's large lists: thread 1
+/// on CPU 0 frees 6 blocks of 320 KiB there, thread 2 on CPU 1 takes all
+/// 6 of them and frees them on CPU 1 — at most 480 pages were ever
+/// cached at once (960 were counted when only the acting CPU was
+/// recounted, from the review of the steal).
+#[test]
+fn the_peak_of_cached_pages_follows_blocks_taken_from_another_cpu() {
+    use pcpalloc::internals::trace::Event;
+    use pcpalloc::internals::Knobs;
+    use pcpalloc_bench::replay::machine::{Machine, Setup};
+    let setup = Setup {
+        cpus: 2,
+        knobs: Knobs::DEFAULT,
+        decay_ns: 10_000_000_000,
+        memory: 1 << 30,
+        free_high_batch: false,
+        sample_high: false,
+    };
+    let mut m = Machine::new(setup, 1);
+    let mut t = 0;
+    let mut event = |m: &mut Machine, tid: u32, op: Op, addr: u64| {
+        t += 1;
+        let e = Event {
+            time_ns: t,
+            addr,
+            word: Event::pack(op, 0, 300 << 10, 0),
+        };
+        m.event(0, tid, &e);
+    };
+    for (tid, base) in [(1, 0x1000), (2, 0x2000)] {
+        for i in 0..6 {
+            event(&mut m, tid, Op::Alloc, base + i);
+        }
+        for i in 0..6 {
+            event(&mut m, tid, Op::Free, base + i);
+        }
+    }
+    let o = m.finish();
+    // Thread 1's first block came with the zone's growth, the other five
+    // by refills; thread 2's six were thread 1's.
+    assert_eq!(o.alloc_zone, 5 * 80, "thread 2 took thread 1's blocks");
+    assert_eq!(o.peak_pcp_pages, 480);
 }

@@ -194,7 +194,7 @@ impl<'a> Pages<'a> {
 
     /// A block of `class` from another CPU's pageset for the miss of
     /// `mine` (see `PagesetPool::steal_large`); a thread's own pageset
-    /// (`PCPALLOC_PCP=thread`) takes from none.
+    /// takes from none, and with `PCPALLOC_PCP=thread` no pageset does.
     #[cold]
     #[inline(never)]
     fn steal_large(&self, mine: &Pageset, class: usize) -> (*mut Page, usize) {

@@ -177,6 +177,7 @@ fn init() -> bool {
     super::record::start();
     let thread_mode = SETTINGS.pcp_mode() == PcpMode::Thread;
     THREAD_MODE.store(thread_mode, Relaxed);
+    PAGES.pagesets.set_steal(!thread_mode);
     // Thread pagesets and every heap's large bins are entered by their
     // owner with plain stores when the process can ask for a membarrier.
     crate::sync::membarrier_init();

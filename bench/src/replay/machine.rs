@@ -121,6 +121,8 @@ pub struct Machine {
     /// Pages held by each pageset at the last look, and their sum.
     pcp_counts: Vec<usize>,
     pcp_total: usize,
+    /// The pool's `cross_events` when the counts were last right.
+    cross_events: u64,
     start_ns: Option<u64>,
     last_ns: u64,
     next_tick_ns: u64,
@@ -157,6 +159,7 @@ impl Machine {
             cpu_idle_since: vec![0; cpus],
             pcp_counts: vec![0; cpus],
             pcp_total: 0,
+            cross_events: 0,
             start_ns: None,
             last_ns: 0,
             next_tick_ns: 0,
@@ -229,6 +232,13 @@ impl Machine {
     }
 
     fn recount(&mut self, cpu: usize) {
+        // A steal or a drain of every pageset's large lists changed other
+        // CPUs' counts too.
+        let cross = self.pa.pagesets.cross_events();
+        if cross != self.cross_events {
+            self.cross_events = cross;
+            return self.recount_all();
+        }
         let n = self.pa.pagesets.cpu_pageset(cpu).count();
         self.pcp_total = self.pcp_total + n - self.pcp_counts[cpu];
         self.pcp_counts[cpu] = n;

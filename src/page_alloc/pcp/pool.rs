@@ -15,7 +15,7 @@
 
 use core::mem::{align_of, size_of};
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -52,6 +52,13 @@ pub struct PagesetPool {
     /// Whether new pagesets keep a batch before a free_high drain (this
     /// CPU's cache slice is large enough, seed 000 patch 3).
     free_high_batch: AtomicBool,
+    /// Whether a CPU pageset's large-list miss may take another's block
+    /// ([`steal_large`](Self::steal_large)); off with per-thread pagesets.
+    steal: AtomicBool,
+    /// Times one pageset's caller changed another pageset's lists (a
+    /// steal, a drain of every pageset's large lists): a count of a
+    /// pageset kept outside it is stale when this moved (the replay).
+    cross_events: AtomicU64,
 }
 
 impl PagesetPool {
@@ -63,6 +70,8 @@ impl PagesetPool {
             all: AtomicPtr::new(ptr::null_mut()),
             free: Locked::new(0),
             free_high_batch: AtomicBool::new(false),
+            steal: AtomicBool::new(true),
+            cross_events: AtomicU64::new(0),
         }
     }
 
@@ -133,6 +142,9 @@ impl PagesetPool {
     /// threads) the zone-lock acquisitions fall from 13.5 to 2.8 per 1000
     /// operations.
     pub fn steal_large(&self, mine: &Pageset, class: usize) -> (*mut Page, usize) {
+        if !self.steal.load(Ordering::Relaxed) {
+            return (ptr::null_mut(), class);
+        }
         let n = self.nr_cpu_sets.load(Ordering::Relaxed);
         let arr = self.cpu_sets.load(Ordering::Acquire);
         let off = (mine as *const Pageset as usize).wrapping_sub(arr as usize);
@@ -150,10 +162,23 @@ impl PagesetPool {
             let ps: &Pageset = unsafe { &*arr.add((me + k) % n) };
             let r = ps.steal_large(class);
             if !r.0.is_null() {
+                self.cross_events.fetch_add(1, Ordering::Relaxed);
                 return r;
             }
         }
         (ptr::null_mut(), class)
+    }
+
+    /// Lets CPU pagesets take each other's large blocks on a miss, or not
+    /// (per-thread pagesets: the CPU pagesets serve only threads without
+    /// a pageset of their own, and take from none).
+    pub fn set_steal(&self, on: bool) {
+        self.steal.store(on, Ordering::Relaxed);
+    }
+
+    /// See `cross_events`.
+    pub fn cross_events(&self) -> u64 {
+        self.cross_events.load(Ordering::Relaxed)
     }
 
     /// A pageset for a new thread (thread mode): a drained one from the
@@ -224,6 +249,9 @@ impl PagesetPool {
     pub fn drain_all_large(&self, zone: &Zone) -> usize {
         let mut n = 0;
         self.for_each(|ps| n += ps.drain_large(zone));
+        if n > 0 {
+            self.cross_events.fetch_add(1, Ordering::Relaxed);
+        }
         n
     }
 
