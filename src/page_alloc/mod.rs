@@ -205,8 +205,8 @@ impl<'a> Pages<'a> {
     }
 
     /// [`alloc_large`](Self::alloc_large) when neither the pageset nor the
-    /// zone's free lists had a block: every pageset's large lists go back
-    /// to the zone first, where their blocks merge with the free ones
+    /// zone's free lists had a block: every CPU pageset's large lists go
+    /// back to the zone first, where their blocks merge with the free ones
     /// around them (the kernel's `drain_all_pages` when a high-order
     /// request fails), then the zone may grow; at a memory limit, once more
     /// after every pageset drained whole.

@@ -244,11 +244,17 @@ impl PagesetPool {
         n
     }
 
-    /// Drains the large lists of every pageset into `zone`. Returns the
-    /// pages drained.
+    /// Drains the large lists of every CPU pageset into `zone` (a thread's
+    /// own pageset is left to its owner: reaching it from here costs a
+    /// membarrier). Returns the pages drained.
     pub fn drain_all_large(&self, zone: &Zone) -> usize {
+        let n_sets = self.nr_cpu_sets.load(Ordering::Relaxed);
+        let arr = self.cpu_sets.load(Ordering::Acquire);
         let mut n = 0;
-        self.for_each(|ps| n += ps.drain_large(zone));
+        for i in 0..if arr.is_null() { 0 } else { n_sets } {
+            // SAFETY: init_cpu_sets made n_sets pagesets that live forever.
+            n += unsafe { &*arr.add(i) }.drain_large(zone);
+        }
         if n > 0 {
             self.cross_events.fetch_add(1, Ordering::Relaxed);
         }

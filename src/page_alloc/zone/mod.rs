@@ -68,7 +68,7 @@ pub const ZONE_BELOW_HIGH: u32 = 1 << 0;
 /// Whether a request the free lists cannot serve may grow the zone.
 ///
 /// A pageset's refill asks with `No`: the zone then says no rather than
-/// grow, and the caller gives the blocks every pageset caches back first
+/// grow, and the caller gives the blocks every CPU pageset caches back first
 /// (`Pages::alloc_large`) — the kernel's `drain_all_pages` when a
 /// high-order request fails, since pages pinned on the per-CPU lists may
 /// be what keeps its buddies from merging — and asks again with `Yes`.
