@@ -823,6 +823,22 @@ fn large_bins_put_fits_leaves_free_high_to_the_whole_path() {
     bins.check();
 }
 
+/// A deterministic generator (xorshift64) from `seed`.
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
+/// A size in `lo..hi` bytes, log-uniform, from the random word `r`.
+fn log_uniform(r: u64, lo: usize, hi: usize) -> usize {
+    let u = (r >> 11) as f64 / (1u64 << 53) as f64;
+    ((lo as f64).ln() + u * (hi as f64 / lo as f64).ln()).exp() as usize
+}
+
 /// Large blocks of 1 MiB and up are taken as reclaimable, smaller ones as
 /// movable, so the two sizes fill different pageblocks and a 4 MiB
 /// block finds a whole free MAX_ORDER block rather than one a 40 KiB
@@ -836,17 +852,8 @@ fn big_and_small_large_blocks_keep_to_their_own_pageblocks() {
     use std::collections::HashMap;
     let env = Env::new(4 << 30);
     let pages = env.pages();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    let size = |r: u64| {
-        let u = (r >> 11) as f64 / (1u64 << 53) as f64;
-        ((16.0f64 * 1024.0).ln() + u * 256.0f64.ln()).exp() as usize
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let size = |r: u64| log_uniform(r, 16 << 10, 4 << 20);
     let mut live: Vec<(*mut u8, usize)> = (0..64)
         .map(|_| {
             let n = size(next());
@@ -902,17 +909,8 @@ fn big_and_small_large_blocks_keep_to_their_own_pageblocks() {
 fn a_block_that_fits_nowhere_drains_the_pagesets_before_the_zone_grows() {
     let env = Env::new(4 << 30);
     let pages = env.pages();
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    let size = |r: u64| {
-        let u = (r >> 11) as f64 / (1u64 << 53) as f64;
-        ((8.0f64 * 1024.0).ln() + u * 32.0f64.ln()).exp() as usize
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+    let size = |r: u64| log_uniform(r, 8 << 10, 256 << 10);
     let mut live: Vec<*mut u8> = (0..128)
         .map(|_| large::alloc(&pages, size(next()), PAGE_SIZE, false))
         .collect();
