@@ -10,8 +10,13 @@ use std::process::Command;
 use support::*;
 
 fn c_test(name: &str, args: &[&str]) {
+    c_test_with(name, args, &[]);
+}
+
+/// [`c_test`] with environment variables set.
+fn c_test_with(name: &str, args: &[&str], env: &[(&str, &str)]) {
     let bin = c_program(name);
-    let o = run_ok(preloaded(&bin).args(args));
+    let o = run_ok(preloaded(&bin).args(args).envs(env.iter().copied()));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains(&format!("{name} ok")), "{}", text(&o));
 }
@@ -50,13 +55,7 @@ fn thousand_short_lived_threads() {
 /// even the CPU pagesets that threads past their exit hook use.
 #[test]
 fn thread_pagesets_never_steal_large_blocks() {
-    let bin = c_program("thread_mode_steal");
-    let o = run_ok(preloaded(&bin).env("PCPALLOC_PCP", "thread"));
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("thread_mode_steal ok"),
-        "{}",
-        text(&o)
-    );
+    c_test_with("thread_mode_steal", &[], &[("PCPALLOC_PCP", "thread")]);
 }
 
 #[test]

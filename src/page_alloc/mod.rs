@@ -184,24 +184,13 @@ impl<'a> Pages<'a> {
             class,
             || self.alloc.knobs(),
             self.owner,
-            |class| self.steal_large(ps, class),
+            // A thread's own pageset is not a CPU's: it takes from none.
+            |class| self.alloc.pagesets.steal_large(ps, class),
         );
         if p.is_null() {
             return self.alloc_large_slow(class);
         }
         (p, c)
-    }
-
-    /// A block of `class` from another CPU's pageset for the miss of
-    /// `mine` (see `PagesetPool::steal_large`); a thread's own pageset
-    /// takes from none, and with `PCPALLOC_PCP=thread` no pageset does.
-    #[cold]
-    #[inline(never)]
-    fn steal_large(&self, mine: &Pageset, class: usize) -> (*mut Page, usize) {
-        if self.owner {
-            return (core::ptr::null_mut(), class);
-        }
-        self.alloc.pagesets.steal_large(mine, class)
     }
 
     /// [`alloc_large`](Self::alloc_large) when neither the pageset nor the

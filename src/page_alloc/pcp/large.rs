@@ -140,21 +140,11 @@ impl LargeLists {
     pub fn take(&mut self, class: usize) -> (*mut Page, usize) {
         self.free_count >>= 1;
         self.c.alloc += 1;
-        let last = (class + LARGE_STEP_UP).min(NR_LARGE_CLASSES - 1);
-        for c in class..=last {
-            // SAFETY: the class lists hold our PcpLarge blocks; a popped
-            // block is ours.
-            unsafe {
-                let p = self.lists[c].pop_front();
-                if !p.is_null() {
-                    self.c.hits += 1;
-                    self.count -= class_pages(c);
-                    (*p).set_kind(PageKind::None);
-                    return (p, c);
-                }
-            }
+        let r = self.pop_fitting(class, false);
+        if !r.0.is_null() {
+            self.c.hits += 1;
         }
-        (core::ptr::null_mut(), class)
+        r
     }
 
     /// Gives another pageset, whose lists had no block of `class`, one of
@@ -164,12 +154,25 @@ impl LargeLists {
     /// counts the steal. Returns the head, with kind `None`, and the
     /// block's class; null if none.
     pub fn steal(&mut self, class: usize) -> (*mut Page, usize) {
+        self.pop_fitting(class, true)
+    }
+
+    /// Pops a block of `class` or of a class up to `LARGE_STEP_UP`
+    /// larger — the newest of its list, or the coldest if `coldest` —
+    /// with kind `None`, and its class; null and `class` if none.
+    #[inline(always)]
+    fn pop_fitting(&mut self, class: usize, coldest: bool) -> (*mut Page, usize) {
         let last = (class + LARGE_STEP_UP).min(NR_LARGE_CLASSES - 1);
         for c in class..=last {
             // SAFETY: the class lists hold our PcpLarge blocks; a popped
             // block is ours.
             unsafe {
-                let p = self.lists[c].pop_back();
+                let list = &mut self.lists[c];
+                let p = if coldest {
+                    list.pop_back()
+                } else {
+                    list.pop_front()
+                };
                 if !p.is_null() {
                     self.count -= class_pages(c);
                     (*p).set_kind(PageKind::None);

@@ -11,7 +11,6 @@
 //! spirit, seed 000 patch 4).
 
 use core::cell::UnsafeCell;
-use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 use crate::geometry::{NR_PCP_ORDERS, PAGE_ALLOC_COSTLY_ORDER};
@@ -19,7 +18,7 @@ use crate::page::{
     order_to_pindex, pindex_to_order, MigrateType, Page, PageKind, PageList, MIGRATE_TYPES,
 };
 use crate::page_alloc::knobs::{heuristic, Knobs};
-use crate::page_alloc::zone::{Grow, Zone};
+use crate::page_alloc::zone::Zone;
 use crate::section::{self, page_addr};
 use crate::sync::{BiasedLock, Entry};
 
@@ -348,153 +347,6 @@ impl Pageset {
         true
     }
 
-    /// Allocates an exact-size large block of `class` (MOVABLE), or of a
-    /// slightly larger class, through this pageset's large lists
-    /// (`large.rs`); straight from the zone when the lock is busy. Returns
-    /// the head (null when the zone is out of memory), with kind `None` and
-    /// its CLEAN flag, and the block's class.
-    /// `knobs` reads the knobs in force, only on a refill.
-    #[inline]
-    pub fn alloc_large(
-        &self,
-        zone: &Zone,
-        class: usize,
-        knobs: impl Fn() -> Knobs,
-        owner: bool,
-    ) -> (*mut Page, usize) {
-        self.alloc_large_or_steal(zone, class, knobs, owner, |c| (ptr::null_mut(), c))
-    }
-
-    /// [`alloc_large`](Self::alloc_large), where a miss on the lists asks
-    /// `steal` for a block of the class from another pageset before it
-    /// refills from the zone (`PagesetPool::steal_large`).
-    #[inline]
-    pub fn alloc_large_or_steal(
-        &self,
-        zone: &Zone,
-        class: usize,
-        knobs: impl Fn() -> Knobs,
-        owner: bool,
-        steal: impl FnOnce(usize) -> (*mut Page, usize),
-    ) -> (*mut Page, usize) {
-        let Some(mut g) = self.enter(owner) else {
-            return self.alloc_large_busy(zone, class);
-        };
-        let (p, c) = g.large.take(class);
-        if !p.is_null() {
-            // The pageset's own counters see the large lists too.
-            g.c.pgalloc += crate::page_alloc::classes::class_pages(c) as u64;
-            return (p, c);
-        }
-        let (p, c) = steal(class);
-        if !p.is_null() {
-            g.large.c.steals += 1;
-            g.c.pgalloc += crate::page_alloc::classes::class_pages(c) as u64;
-            return (p, c);
-        }
-        Self::refill_large(&mut g, zone, class, &knobs())
-    }
-
-    /// A block of `class`, or of a class up to two larger, from this
-    /// pageset's large lists for another pageset's miss — if its lock is
-    /// free at once (it is never waited for, so a thief holding its own
-    /// pageset's lock cannot deadlock with another). Null and `class`
-    /// otherwise.
-    pub fn steal_large(&self, class: usize) -> (*mut Page, usize) {
-        match self.enter(false) {
-            Some(mut g) => g.large.steal(class),
-            None => (ptr::null_mut(), class),
-        }
-    }
-
-    /// [`alloc_large`](Self::alloc_large) when the lock is busy: from the
-    /// zone's free lists (without growing it, as a refill).
-    #[cold]
-    #[inline(never)]
-    fn alloc_large_busy(&self, zone: &Zone, class: usize) -> (*mut Page, usize) {
-        self.lock_busy.fetch_add(1, Relaxed);
-        let pages = crate::page_alloc::classes::class_pages(class);
-        let mt = crate::page_alloc::classes::migratetype_for(pages);
-        (zone.alloc_exact(pages, 0, mt, Grow::No), class)
-    }
-
-    /// [`alloc_large`](Self::alloc_large)'s miss: a refill of the large
-    /// lists from the zone, counted as pages moved from and to the zone.
-    #[cold]
-    #[inline(never)]
-    fn refill_large(
-        g: &mut PagesetGuard<'_>,
-        zone: &Zone,
-        class: usize,
-        k: &Knobs,
-    ) -> (*mut Page, usize) {
-        let params = zone.pcp_params();
-        let (refilled, drained) = (g.large.c.refill_pages, g.large.c.drained_pages);
-        let (p, c) = g.large.refill(zone, class, &params, k);
-        if !p.is_null() {
-            let pages = crate::page_alloc::classes::class_pages(c) as u64;
-            g.c.pgalloc += pages;
-            g.c.alloc_zone += g.large.c.refill_pages - refilled;
-            g.c.free_zone += g.large.c.drained_pages - drained;
-        }
-        (p, c)
-    }
-
-    /// Frees the exact-size large blocks `heads`, all of `class`, to this
-    /// pageset's large lists in one lock hold (a thread's bins spill a
-    /// class at a time); straight to the zone, in one zone-lock hold, when
-    /// the lock is busy. Returns whether pages went back to the zone.
-    ///
-    /// # Safety
-    /// Each of `heads` heads an exact block of `class_pages(class)` pages
-    /// of `zone` that the caller owns and no longer uses; its other
-    /// descriptors are `None`.
-    #[inline]
-    pub unsafe fn free_large(
-        &self,
-        zone: &Zone,
-        heads: &[*mut Page],
-        class: usize,
-        knobs: impl Fn() -> Knobs,
-        owner: bool,
-    ) -> bool {
-        let Some(mut g) = self.enter(owner) else {
-            // SAFETY: forwarded contract.
-            unsafe { self.free_large_busy(zone, heads, class) };
-            return true;
-        };
-        let mut drained = 0;
-        for &head in heads {
-            // SAFETY: forwarded contract.
-            drained += unsafe { g.large.free(zone, head, class, &knobs) };
-        }
-        let pages = crate::page_alloc::classes::class_pages(class) * heads.len();
-        g.c.pgfree += pages as u64;
-        g.c.free_zone += drained as u64;
-        if drained == 0 {
-            return false;
-        }
-        drop(g);
-        if knobs().heuristics.has(heuristic::BELOW_HIGH) {
-            zone.clear_below_high_if_ok();
-        }
-        true
-    }
-
-    /// [`free_large`](Self::free_large) when the lock is busy: to the
-    /// zone.
-    ///
-    /// # Safety
-    /// As [`free_large`](Self::free_large).
-    #[cold]
-    #[inline(never)]
-    unsafe fn free_large_busy(&self, zone: &Zone, heads: &[*mut Page], class: usize) {
-        self.lock_busy.fetch_add(1, Relaxed);
-        let pages = crate::page_alloc::classes::class_pages(class);
-        // SAFETY: forwarded contract.
-        unsafe { zone.free_exact_many(heads, pages) };
-    }
-
     /// The maintenance tick for this pageset: decay an auto-tuned high
     /// (`decay_pcp_high`) and drain the excess; drain everything once the
     /// pageset has been idle for PCP_EXPIRE_TICKS ticks. Returns the pages
@@ -548,15 +400,6 @@ impl Pageset {
             }
             total += free_pcppages_bulk(zone, &mut g, chunk, 0);
         }
-    }
-
-    /// Gives every block of the large lists back to the zone. Returns the
-    /// pages drained.
-    pub fn drain_large(&self, zone: &Zone) -> usize {
-        let mut g = self.lock();
-        let n = g.large.drain(zone, usize::MAX, 0);
-        g.c.free_zone += n as u64;
-        n
     }
 
     /// Gives every cached page back to the zone (`drain_pages_zone`).

@@ -145,22 +145,15 @@ impl PagesetPool {
         if !self.steal.load(Ordering::Relaxed) {
             return (ptr::null_mut(), class);
         }
-        let n = self.nr_cpu_sets.load(Ordering::Relaxed);
-        let arr = self.cpu_sets.load(Ordering::Acquire);
-        let off = (mine as *const Pageset as usize).wrapping_sub(arr as usize);
-        if n < 2
-            || arr.is_null()
-            || !off.is_multiple_of(size_of::<Slot>())
-            || off / size_of::<Slot>() >= n
-        {
+        let sets = self.cpu_sets();
+        let n = sets.len();
+        let me = (mine as *const Pageset as usize).wrapping_sub(sets.as_ptr() as usize)
+            / size_of::<Slot>();
+        if me >= n || !ptr::eq(&*sets[me], mine) {
             return (ptr::null_mut(), class);
         }
-        let me = off / size_of::<Slot>();
         for k in 1..n.min(STEAL_TRIES + 1) {
-            // SAFETY: the index is below n: init_cpu_sets made n pagesets
-            // that live forever.
-            let ps: &Pageset = unsafe { &*arr.add((me + k) % n) };
-            let r = ps.steal_large(class);
+            let r = sets[(me + k) % n].steal_large(class);
             if !r.0.is_null() {
                 self.cross_events.fetch_add(1, Ordering::Relaxed);
                 return r;
@@ -179,6 +172,19 @@ impl PagesetPool {
     /// See `cross_events`.
     pub fn cross_events(&self) -> u64 {
         self.cross_events.load(Ordering::Relaxed)
+    }
+
+    /// The per-CPU pagesets (none before
+    /// [`init_cpu_sets`](Self::init_cpu_sets)).
+    fn cpu_sets(&self) -> &[Slot] {
+        let arr = self.cpu_sets.load(Ordering::Acquire);
+        if arr.is_null() {
+            return &[];
+        }
+        let n = self.nr_cpu_sets.load(Ordering::Relaxed);
+        // SAFETY: init_cpu_sets made n pagesets at arr (published with
+        // Release before arr) that live forever.
+        unsafe { core::slice::from_raw_parts(arr, n) }
     }
 
     /// A pageset for a new thread (thread mode): a drained one from the
@@ -248,13 +254,7 @@ impl PagesetPool {
     /// own pageset is left to its owner: reaching it from here costs a
     /// membarrier). Returns the pages drained.
     pub fn drain_all_large(&self, zone: &Zone) -> usize {
-        let n_sets = self.nr_cpu_sets.load(Ordering::Relaxed);
-        let arr = self.cpu_sets.load(Ordering::Acquire);
-        let mut n = 0;
-        for i in 0..if arr.is_null() { 0 } else { n_sets } {
-            // SAFETY: init_cpu_sets made n_sets pagesets that live forever.
-            n += unsafe { &*arr.add(i) }.drain_large(zone);
-        }
+        let n: usize = self.cpu_sets().iter().map(|ps| ps.drain_large(zone)).sum();
         if n > 0 {
             self.cross_events.fetch_add(1, Ordering::Relaxed);
         }
