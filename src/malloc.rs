@@ -15,7 +15,7 @@ use crate::geometry::{LARGE_MAX, PAGE_SIZE, SMALL_MAX};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, PageKind};
 use crate::runtime::{self, tls};
-use crate::section::{desc_of, is_ours};
+use crate::section;
 use crate::slab::{self, classes, Heap, Slab};
 
 #[inline]
@@ -118,8 +118,7 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 #[inline(always)]
 pub unsafe fn free(p: *mut u8) {
     let a = p as usize;
-    if is_ours(a) {
-        let d = desc_of(a);
+    if let Some(d) = section::lookup(a) {
         // SAFETY: descriptors of our sections are always readable.
         let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
         if !s.is_null() {
@@ -149,9 +148,13 @@ pub unsafe fn free(p: *mut u8) {
 #[inline(always)]
 pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
     let a = p as usize;
-    if size <= SMALL_MAX && is_ours(a) {
+    if size <= SMALL_MAX {
+        let Some(d) = section::lookup(a) else {
+            // SAFETY: forwarded contract.
+            return unsafe { free(p) };
+        };
         // SAFETY: descriptors of our sections are always readable.
-        let s = unsafe { (*desc_of(a)).head.load(Relaxed) }.cast::<Slab>();
+        let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
         if !s.is_null() {
             let class = classes::class_of(size);
             // SAFETY: s is the slab of p's page.
@@ -181,12 +184,10 @@ enum Block {
 /// # Safety
 /// `p` is non-null.
 unsafe fn lookup(p: *mut u8, who: Caller) -> Block {
-    let a = p as usize;
-    if !is_ours(a) {
+    let Some(d) = section::lookup(p as usize) else {
         // SAFETY: p is non-null (contract).
         return Block::Page(unsafe { large::checked_giant(p, who) });
-    }
-    let d = desc_of(a);
+    };
     // SAFETY: descriptors of our sections are always readable.
     unsafe {
         let s = (*d).head.load(Relaxed).cast::<Slab>();

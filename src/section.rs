@@ -139,6 +139,61 @@ pub fn is_ours(addr: usize) -> bool {
     }
 }
 
+/// The first address past the descriptor block of the process heap's
+/// first section, if that section was reserved whole ([`set_primary`]);
+/// else [`NO_PRIMARY`]. Written once.
+static PRIMARY: AtomicUsize = AtomicUsize::new(NO_PRIMARY);
+/// No primary section: a non-canonical address, so no pointer a program
+/// holds falls in the window [`lookup`] tests (a garbage one in that
+/// window faults on its descriptor instead of being reported).
+const NO_PRIMARY: usize = 1 << 63;
+/// Bytes of the primary section past its descriptor block.
+const PRIMARY_SPAN: usize = SECTION_SIZE - SECTION_META_BYTES;
+
+/// Makes `h`, the process heap's first section, the one [`lookup`]
+/// answers for with a subtraction and a compare. Only a section reserved
+/// whole qualifies: every address in its span is either ours, or
+/// inaccessible and never handed out, and its descriptors are readable
+/// for good (they say `None` where nothing lives), so the answer needs no
+/// chunk map. A section mapped block by block (`ulimit -v`) may have a
+/// foreign mapping in a dead block, and is left to the chunk map.
+///
+/// # Safety
+/// `h` is a live section header of the process heap's zone, which never
+/// destroys its sections.
+pub unsafe fn set_primary(h: *mut SectionHeader) {
+    // SAFETY: a live header (contract).
+    if unsafe { (*h).reserved } {
+        let first = h as usize + SECTION_META_BYTES;
+        let _ = PRIMARY.compare_exchange(NO_PRIMARY, first, Ordering::Release, Ordering::Relaxed);
+    }
+}
+
+/// The descriptor of the page containing `addr` if `addr` lies in one of
+/// our sections (`is_ours` and `desc_of` in one): the primary section by
+/// a subtraction and a compare — the descriptor then being a shift and a
+/// mask of the same offset — any other through the chunk map. The free
+/// path's first step: 12 instructions to the slab pointer, from 16.
+#[inline(always)]
+pub fn lookup(addr: usize) -> Option<*mut Page> {
+    // Relaxed: a pointer of the primary section reached the caller after
+    // the section was published (its block was handed out later); any
+    // other address misses whichever value is read.
+    let first = PRIMARY.load(Ordering::Relaxed);
+    let off = addr.wrapping_sub(first);
+    if off < PRIMARY_SPAN {
+        // Page (off + META) >> PAGE_SHIFT of the section at first - META.
+        let index_bytes = (off >> PAGE_SHIFT) * PAGE_DESC_SIZE;
+        let base = first - SECTION_META_BYTES + (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE;
+        return Some((base + index_bytes) as *mut Page);
+    }
+    if is_ours(addr) {
+        Some(desc_of(addr))
+    } else {
+        None
+    }
+}
+
 /// The descriptor of the giant block starting at `addr`, if a giant block
 /// starts there (see [`create_giant`]).
 #[inline]

@@ -169,6 +169,9 @@ fn bad_frees_abort_with_one_line() {
         ),
         ("invalid_free_stack", "free(): invalid pointer 0x"),
         ("invalid_free_static", "free(): invalid pointer 0x"),
+        ("invalid_free_heap_unmapped", "free(): invalid pointer 0x"),
+        ("invalid_free_heap_metadata", "free(): invalid pointer 0x"),
+        ("invalid_free_wild", "free(): invalid pointer 0x"),
         (
             "interior_small",
             "free(): invalid pointer (not the start of a block) 0x",

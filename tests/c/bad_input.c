@@ -148,6 +148,19 @@ int main(int argc, char **argv) {
     } else if (eq(c, "invalid_free_static")) {
         static char data[64];
         free(opaque(data));
+    } else if (eq(c, "invalid_free_heap_unmapped")) {
+        /* In the heap's first section (256 MiB aligned), far past the
+         * blocks a fresh heap has put online: reserved, never handed out */
+        char *p = opaque(malloc(64));
+        uintptr_t base = (uintptr_t)p & ~(((uintptr_t)256 << 20) - 1);
+        free(opaque((void *)(base + (200u << 20))));
+    } else if (eq(c, "invalid_free_heap_metadata")) {
+        /* the section's page descriptors: never handed out */
+        char *p = opaque(malloc(64));
+        uintptr_t base = (uintptr_t)p & ~(((uintptr_t)256 << 20) - 1);
+        free(opaque((void *)(base + 4096)));
+    } else if (eq(c, "invalid_free_wild")) {
+        free(opaque((void *)~(uintptr_t)0xf));
     } else if (eq(c, "interior_small")) {
         char *p = opaque(malloc(64));
         free(opaque(p + 16));

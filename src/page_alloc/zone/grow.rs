@@ -131,7 +131,15 @@ impl ZoneGuard<'_> {
         });
         let (h, b) = match found {
             Some(x) => x,
-            None => (section::create(self.zone.tag())?, 1),
+            None => {
+                let h = section::create(self.zone.tag())?;
+                if self.zone.is_process_heap() {
+                    // SAFETY: h is live, of the process heap's zone, which
+                    // never destroys a section.
+                    unsafe { section::set_primary(h) };
+                }
+                (h, 1)
+            }
         };
         self.inner.grow_section = h;
         Some((h, b))

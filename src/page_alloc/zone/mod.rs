@@ -119,6 +119,10 @@ pub struct Zone {
     /// Releases and shrinks under way (`release.rs`, `grow.rs`): fork
     /// waits for them, so no block is isolated across a fork.
     release_gate: ForkGate,
+    /// The process heap's zone, whose first section the free path finds
+    /// by arithmetic (`section::set_primary`); never a zone that is
+    /// destroyed.
+    process_heap: core::sync::atomic::AtomicBool,
     /// The memory budget (limit and bytes mapped).
     pub budget: Budget,
 }
@@ -152,8 +156,21 @@ impl Zone {
                 busy: core::sync::atomic::AtomicBool::new(false),
             },
             release_gate: ForkGate::new(),
+            process_heap: core::sync::atomic::AtomicBool::new(false),
             budget: Budget::new(),
         }
+    }
+
+    /// Marks the zone as the process heap's (the runtime's static zone,
+    /// never destroyed), before it first grows: its first section becomes
+    /// the primary one of `section::lookup`.
+    pub fn mark_process_heap(&self) {
+        self.process_heap.store(true, Relaxed);
+    }
+
+    /// Whether [`mark_process_heap`](Self::mark_process_heap) was called.
+    pub fn is_process_heap(&self) -> bool {
+        self.process_heap.load(Relaxed)
     }
 
     /// Sets limit, CPU split, high fraction and stealing rules.
