@@ -137,6 +137,11 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                 (info.inverse, info.shift),
                 "object check of another class"
             );
+            assert_eq!(
+                (*s).base_mul,
+                (slab::Slab::base(s) as u16).wrapping_mul(info.inverse),
+                "object check of another base or class"
+            );
             assert!((*s).reserved <= (*s).capacity);
             let owner = (*s).owner.load(Relaxed) as usize;
             assert!(known[..nheaps].contains(&owner), "slab owned by no heap");

@@ -187,14 +187,13 @@ const fn build_info() -> [ClassInfo; NR_CLASSES] {
 pub static CLASS_INFO: [ClassInfo; NR_CLASSES] = build_info();
 
 /// The index of the object at byte offset `off` < 2^16 of a slab whose
-/// class has `inverse`, `shift` and `capacity`, if `off` is exactly the start of an
-/// object (see [`ClassInfo`]).
+/// class has `inverse`, `shift` and `capacity`, if `off` is exactly the
+/// start of an object (see [`ClassInfo`]) — given `scaled`, the offset
+/// times `inverse` (mod 2^16). The slab's object check computes it as
+/// `p * inverse - base * inverse`, which is `(p - base) * inverse`.
 #[inline(always)]
-pub fn object_index(inverse: u16, shift: u8, capacity: u16, off: usize) -> Option<usize> {
-    debug_assert!(off < 1 << 16);
-    let q = (off as u16)
-        .wrapping_mul(inverse)
-        .rotate_right(u32::from(shift));
+pub fn object_index_scaled(scaled: u16, shift: u8, capacity: u16) -> Option<usize> {
+    let q = scaled.rotate_right(u32::from(shift));
     (q < capacity).then_some(q as usize)
 }
 
@@ -268,32 +267,44 @@ mod tests {
         }
     }
 
-    fn object_index_of_class(c: usize, off: usize) -> Option<usize> {
+    /// The object check as `slab::object_at` computes it, for the object
+    /// at `off` of a slab of class `c` at an address whose low 16 bits are
+    /// `base`.
+    fn object_index_of_class(c: usize, base: u16, off: usize) -> Option<usize> {
         let info = CLASS_INFO[c];
-        object_index(info.inverse, info.shift, CAPACITY[c], off)
+        let p = base.wrapping_add(off as u16);
+        let scaled = p
+            .wrapping_mul(info.inverse)
+            .wrapping_sub(base.wrapping_mul(info.inverse));
+        object_index_scaled(scaled, info.shift, CAPACITY[c])
     }
 
     #[test]
-    fn object_index_is_exact_at_every_offset() {
+    fn object_index_is_exact_at_every_offset_and_base() {
         for c in 0..NR_CLASSES {
             let size = CLASS_SIZE[c] as usize;
             let slab = PAGE_SIZE << SLAB_ORDER[c];
-            for off in 0..slab {
-                let want =
-                    (off % size == 0 && off / size < CAPACITY[c] as usize).then(|| off / size);
-                assert_eq!(
-                    object_index_of_class(c, off),
-                    want,
-                    "class {size} off {off}"
-                );
-            }
-            // Offsets past the slab are never objects.
-            for off in [slab, slab + size, (1 << 16) - size, (1 << 16) - 1] {
-                assert_eq!(
-                    object_index_of_class(c, off),
-                    None,
-                    "class {size} off {off:#x}"
-                );
+            // Every page-aligned base a slab of the class can have, the
+            // top of the 16 bits included (the product wraps).
+            for base in (0..1usize << 16).step_by(PAGE_SIZE) {
+                let base = base as u16;
+                for off in 0..slab {
+                    let want =
+                        (off % size == 0 && off / size < CAPACITY[c] as usize).then(|| off / size);
+                    assert_eq!(
+                        object_index_of_class(c, base, off),
+                        want,
+                        "class {size} base {base:#x} off {off}"
+                    );
+                }
+                // Offsets past the slab are never objects.
+                for off in [slab, slab + size, (1 << 16) - size, (1 << 16) - 1] {
+                    assert_eq!(
+                        object_index_of_class(c, base, off),
+                        None,
+                        "class {size} base {base:#x} off {off:#x}"
+                    );
+                }
             }
         }
     }

@@ -83,10 +83,12 @@ pub struct Slab {
     pub flags: u8,
     /// Objects handed out and not back on `free` (owner-only).
     pub used: u16,
-    /// The low 16 bits of the slab's address: the free path's object check
-    /// takes an object's offset as `(p as u16) - base_lo` (slabs are at
-    /// most 32 KiB).
-    pub base_lo: u16,
+    /// The low 16 bits of the slab's address times `obj_inverse` (mod
+    /// 2^16): the free path's object check multiplies `p as u16` by the
+    /// inverse and takes this off, which is the offset `(p as u16) -
+    /// base` times the inverse (slabs are at most 32 KiB) without loading
+    /// the base first. Rewritten with the class.
+    pub base_mul: u16,
     /// The owner heap's list links (partial or parked lists, or the
     /// delayed stack through `next`).
     pub next: *mut Slab,
@@ -197,7 +199,6 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) ->
         set_class(s, class);
         (*s).flags = 0;
         (*s).used = 0;
-        (*s).base_lo = Slab::base(s) as u16;
         (*s).reserved = 0;
         (*s).next = core::ptr::null_mut();
         (*s).prev = core::ptr::null_mut();
@@ -227,6 +228,7 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
     // SAFETY: forwarded contract.
     unsafe {
         (*s).class = class as u8;
+        (*s).base_mul = (Slab::base(s) as u16).wrapping_mul(info.inverse);
         (*s).obj_inverse = info.inverse;
         (*s).obj_shift = info.shift;
         (*s).capacity = CAPACITY[class];
@@ -234,7 +236,7 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
 }
 
 /// The index of the object of slab `s` that starts at `p`, if one does
-/// (one subtraction and one multiply, no table: see `classes::ClassInfo`).
+/// (one multiply and one subtraction, no table: see `classes::ClassInfo`).
 ///
 /// # Safety
 /// `s` is a live slab and `p` lies in its pages.
@@ -242,12 +244,12 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
 pub unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
     // SAFETY: forwarded contract; the fields were set by init together.
     unsafe {
-        let off = (p as usize as u16).wrapping_sub((*s).base_lo);
-        classes::object_index(
-            (*s).obj_inverse,
+        classes::object_index_scaled(
+            (p as usize as u16)
+                .wrapping_mul((*s).obj_inverse)
+                .wrapping_sub((*s).base_mul),
             (*s).obj_shift,
             (*s).capacity,
-            usize::from(off),
         )
     }
 }
