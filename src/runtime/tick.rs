@@ -265,10 +265,17 @@ extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
         };
         // SAFETY: ts is valid; an early wake-up only makes a tick early.
         unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) };
-        if THREAD.load(Relaxed) != RUNNING {
-            return core::ptr::null_mut();
+        match THREAD.load(Acquire) {
+            RUNNING => {
+                tick();
+            }
+            // The creator has not marked the thread running yet: a loaded
+            // machine can keep it from doing so for longer than a period.
+            // Leaving now would leave the process marked RUNNING with no
+            // thread, and no tick ever again (the slow paths see RUNNING).
+            STARTING => {}
+            _ => return core::ptr::null_mut(),
         }
-        tick();
     }
 }
 
