@@ -134,14 +134,34 @@ unsafe fn slab_changed(h: *mut Heap, s: *mut Slab) {
 }
 
 /// A valid object of another heap's slab `s`, checked by the fast path:
-/// it goes back to its slab in a batch (`slab/remote.rs`).
+/// it goes back to its slab in a batch (`slab/remote.rs`). Apart from the
+/// free fast path, which it leaves as it was (the own free falls
+/// through), and a leaf in the common case — the object joins its slab's
+/// chain — so it saves no registers; everything else is
+/// [`free_small_remote_slow`]'s.
 ///
 /// # Safety
 /// `s` is the slab head of `p`'s page and `p` a live object of it, without
 /// the free key, that the caller frees.
-#[cold]
 #[inline(never)]
 unsafe fn free_small_remote(p: *mut u8, s: *mut Slab) {
+    // SAFETY: forwarded contract; the TLS heap is this thread's (or the
+    // empty heap, which the hit turns away).
+    unsafe {
+        if !Heap::free_remote_hit(tls::heap(), p, s, process::free_key()) {
+            free_small_remote_slow(p, s)
+        }
+    }
+}
+
+/// [`free_small_remote`] past the hit: a chain to flush or start, a thread
+/// without a heap yet (a consumer gets one here), tracing.
+///
+/// # Safety
+/// As [`free_small_remote`].
+#[cold]
+#[inline(never)]
+unsafe fn free_small_remote_slow(p: *mut u8, s: *mut Slab) {
     if record::tracing() {
         // SAFETY: forwarded contract.
         return unsafe { free_small_traced(p, s) };

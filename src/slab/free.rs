@@ -180,7 +180,7 @@ pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usi
 pub unsafe fn free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) {
     // SAFETY: p is a block of s nobody uses (contract).
     unsafe {
-        Heap::note_remote_freed(h, slab::object_size(s));
+        Heap::note_remote_freed(h, usize::from((*s).class));
         FreeObject::at(p).mark(key);
         Heap::free_remote(h, p, s);
     }

@@ -144,11 +144,12 @@ pub struct Heap {
     /// read-modify-write), so each only grows; see [`Heap::usage`].
     pub(super) small_taken: AtomicU64,
     pub(super) returned_objects: [AtomicU64; NR_CLASSES],
-    /// Bytes of other heaps' small objects this heap's thread freed (onto
-    /// their slabs' remote lists). Written by the owner alone — except on
-    /// the empty heap, shared by every thread without a heap, where it is
-    /// added to atomically.
-    small_remote_freed: AtomicU64,
+    /// Other heaps' small objects this heap's thread freed (onto their
+    /// slabs' remote lists), per class — objects, as `returned_objects`,
+    /// so the remote free adds one to a word its class indexes. Written by
+    /// the owner alone — except on the empty heap, shared by every thread
+    /// without a heap, where they are added to atomically.
+    remote_freed_objects: [AtomicU64; NR_CLASSES],
     /// Bytes of large blocks this heap's thread allocated, and freed.
     large_allocated: AtomicU64,
     large_freed: AtomicU64,
@@ -200,6 +201,15 @@ pub(super) fn empty_slab() -> *mut Slab {
     addr_of!(EMPTY_SLAB) as *mut Slab
 }
 
+/// Bytes of the objects counted per class in `counts`.
+fn bytes_of(counts: &[AtomicU64; NR_CLASSES]) -> u64 {
+    counts
+        .iter()
+        .zip(CLASS_SIZE)
+        .map(|(n, size)| n.load(Relaxed).wrapping_mul(u64::from(size)))
+        .fold(0, u64::wrapping_add)
+}
+
 impl Heap {
     /// A heap with no slabs.
     pub const fn new() -> Heap {
@@ -231,7 +241,7 @@ impl Heap {
             remote_collected: AtomicU64::new(0),
             small_taken: AtomicU64::new(0),
             returned_objects: [const { AtomicU64::new(0) }; NR_CLASSES],
-            small_remote_freed: AtomicU64::new(0),
+            remote_freed_objects: [const { AtomicU64::new(0) }; NR_CLASSES],
             large_allocated: AtomicU64::new(0),
             large_freed: AtomicU64::new(0),
             trace: AtomicPtr::new(ptr::null_mut()),
@@ -276,7 +286,7 @@ impl Heap {
                 .wrapping_sub(self.small_returned()) as i64,
             binned,
             large_out: d(&self.large_allocated, &self.large_freed),
-            remote_freed: self.small_remote_freed.load(Relaxed) as i64,
+            remote_freed: bytes_of(&self.remote_freed_objects) as i64,
         }
     }
 
@@ -289,7 +299,7 @@ impl Heap {
         [
             l(&self.small_taken),
             self.small_returned(),
-            l(&self.small_remote_freed),
+            bytes_of(&self.remote_freed_objects),
             l(&self.large_allocated),
             l(&self.large_freed),
         ]
@@ -297,27 +307,26 @@ impl Heap {
 
     /// Bytes of the objects put back on this heap's slabs.
     fn small_returned(&self) -> u64 {
-        self.returned_objects
-            .iter()
-            .zip(CLASS_SIZE)
-            .map(|(n, size)| n.load(Relaxed).wrapping_mul(u64::from(size)))
-            .fold(0, u64::wrapping_add)
+        bytes_of(&self.returned_objects)
     }
 
-    /// Counts `bytes` of another heap's small object freed by `h`'s thread
-    /// (`h` is the calling thread's heap or the empty heap). So the bytes
-    /// in use drop at the free, not when the owner collects it.
+    /// Counts another heap's small object of class `class` freed by `h`'s
+    /// thread (`h` is the calling thread's heap or the empty heap). So the
+    /// bytes in use drop at the free, not when the owner collects it.
     ///
     /// # Safety
-    /// `h` is the calling thread's heap or the empty heap.
+    /// `h` is the calling thread's heap or the empty heap; `class <
+    /// NR_CLASSES`.
     #[inline(always)]
-    pub unsafe fn note_remote_freed(h: *const Heap, bytes: usize) {
-        // SAFETY: heaps live forever; the owner alone writes its counter.
+    pub unsafe fn note_remote_freed(h: *const Heap, class: usize) {
+        // SAFETY: heaps live forever; the owner alone writes its counter;
+        // class is in range (contract).
         unsafe {
+            let n = (*h).remote_freed_objects.get_unchecked(class);
             if (*h).is_empty_heap() {
-                (*h).small_remote_freed.fetch_add(bytes as u64, Relaxed);
+                n.fetch_add(1, Relaxed);
             } else {
-                bump(&(*h).small_remote_freed, bytes as u64);
+                bump(n, 1);
             }
         }
     }
@@ -341,6 +350,32 @@ impl Heap {
             } else {
                 (*(*h).local.get()).remote.push(p, s, Heap::notify_owner);
             }
+        }
+    }
+
+    /// [`free_remote`](Self::free_remote)'s common case, inline in the free
+    /// path: `p`, marked with `key` and counted, joins the chain of its
+    /// slab in `h`'s batch of remote frees. False, nothing done, for the
+    /// empty heap (no heap, exited, tracing) or when the batch must flush
+    /// or change slabs — the whole path's work.
+    ///
+    /// # Safety
+    /// As `free_remote`; `p` is a valid object of `s` without the key.
+    #[inline(always)]
+    pub unsafe fn free_remote_hit(h: *const Heap, p: *mut u8, s: *mut Slab, key: usize) -> bool {
+        // SAFETY: the calling thread owns h's Local (contract), and the
+        // empty heap's is not reached.
+        unsafe {
+            if (*h).is_empty_heap() || !(*(*h).local.get()).remote.push_hit(p, s) {
+                return false;
+            }
+            FreeObject::at(p).mark(key);
+            // A live slab's class is a class index.
+            bump(
+                (*h).remote_freed_objects.get_unchecked((*s).class as usize),
+                1,
+            );
+            true
         }
     }
 

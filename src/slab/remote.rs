@@ -117,6 +117,26 @@ impl RemoteBatch {
     }
 
     /// Whether any chain waits.
+    /// [`push`](Self::push)'s common case, inline in the free path: `p`
+    /// joins its slot's chain when that chain is `s`'s and stays under
+    /// [`REMOTE_BATCH`]. False, nothing done, when the chain is another
+    /// slab's, empty, or would reach the batch: `push` then flushes.
+    ///
+    /// # Safety
+    /// As `push`.
+    #[inline(always)]
+    pub unsafe fn push_hit(&mut self, p: *mut u8, s: *mut Slab) -> bool {
+        let c = &mut self.slots[Self::slot_of(s)];
+        if c.slab != s || c.count >= REMOTE_BATCH - 1 {
+            return false;
+        }
+        // SAFETY: p is ours to relink (contract).
+        unsafe { FreeObject::at(p).set_next(c.head) };
+        c.head = p;
+        c.count += 1;
+        true
+    }
+
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.pending == 0
