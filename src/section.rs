@@ -140,15 +140,14 @@ pub fn is_ours(addr: usize) -> bool {
 }
 
 /// The first address past the descriptor block of the process heap's
-/// first section, if that section was reserved whole ([`set_primary`]);
-/// else [`NO_PRIMARY`]. Written once.
-static PRIMARY: AtomicUsize = AtomicUsize::new(NO_PRIMARY);
-/// No primary section: a non-canonical address, so no pointer a program
-/// holds falls in the window [`lookup`] tests (a garbage one in that
-/// window faults on its descriptor instead of being reported).
-const NO_PRIMARY: usize = 1 << 63;
-/// Bytes of the primary section past its descriptor block.
-const PRIMARY_SPAN: usize = SECTION_SIZE - SECTION_META_BYTES;
+/// first section, if that section was reserved whole ([`set_primary`]).
+/// Written once, before [`PRIMARY_SPAN`].
+static PRIMARY: AtomicUsize = AtomicUsize::new(0);
+/// The bytes of that section past its descriptor block
+/// ([`SECTION_SIZE`] - [`SECTION_META_BYTES`]), or 0 while there is no
+/// primary section — so [`lookup`]'s window is empty then, whatever the
+/// address (one compare with memory instead of an immediate).
+static PRIMARY_SPAN: AtomicUsize = AtomicUsize::new(0);
 
 /// Makes `h`, the process heap's first section, the one [`lookup`]
 /// answers for with a subtraction and a compare. Only a section reserved
@@ -160,12 +159,18 @@ const PRIMARY_SPAN: usize = SECTION_SIZE - SECTION_META_BYTES;
 ///
 /// # Safety
 /// `h` is a live section header of the process heap's zone, which never
-/// destroys its sections.
+/// destroys its sections; the caller holds that zone's lock (growth is
+/// serialised, so the check-then-store makes one section primary).
 pub unsafe fn set_primary(h: *mut SectionHeader) {
     // SAFETY: a live header (contract).
     if unsafe { (*h).reserved } {
-        let first = h as usize + SECTION_META_BYTES;
-        let _ = PRIMARY.compare_exchange(NO_PRIMARY, first, Ordering::Release, Ordering::Relaxed);
+        // The zone lock serialises growth: the first section is made
+        // primary once. The span goes last: a reader that sees it sees
+        // `first` too.
+        if PRIMARY_SPAN.load(Ordering::Relaxed) == 0 {
+            PRIMARY.store(h as usize + SECTION_META_BYTES, Ordering::Relaxed);
+            PRIMARY_SPAN.store(SECTION_SIZE - SECTION_META_BYTES, Ordering::Release);
+        }
     }
 }
 
@@ -173,15 +178,16 @@ pub unsafe fn set_primary(h: *mut SectionHeader) {
 /// our sections (`is_ours` and `desc_of` in one): the primary section by
 /// a subtraction and a compare — the descriptor then being a shift and a
 /// mask of the same offset — any other through the chunk map. The free
-/// path's first step: 12 instructions to the slab pointer, from 16.
+/// path's first step: 13 instructions to the slab pointer, from 16.
 #[inline(always)]
 pub fn lookup(addr: usize) -> Option<*mut Page> {
-    // Relaxed: a pointer of the primary section reached the caller after
-    // the section was published (its block was handed out later); any
-    // other address misses whichever value is read.
+    // A pointer of the primary section reached the caller after the
+    // section was published (its block was handed out later); any other
+    // address misses whichever values are read (a span of 0 misses all).
+    let span = PRIMARY_SPAN.load(Ordering::Acquire);
     let first = PRIMARY.load(Ordering::Relaxed);
     let off = addr.wrapping_sub(first);
-    if off < PRIMARY_SPAN {
+    if off < span {
         // Page (off + META) >> PAGE_SHIFT of the section at first - META.
         let index_bytes = (off >> PAGE_SHIFT) * PAGE_DESC_SIZE;
         let base = first - SECTION_META_BYTES + (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE;

@@ -140,8 +140,9 @@ impl Caller {
     /// The report for a block that is already free.
     pub fn freed(self) -> &'static str {
         match self {
+            Caller::Free => "free(): double free detected",
             Caller::Realloc => "realloc(): pointer already freed",
-            _ => "free(): double free detected",
+            Caller::UsableSize => "malloc_usable_size(): pointer already freed",
         }
     }
 }

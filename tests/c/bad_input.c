@@ -2,6 +2,7 @@
  * cases that must be caught abort after one line on stderr. */
 #include "common.h"
 #include <semaphore.h>
+#include <sys/resource.h>
 
 static int eq(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
@@ -159,6 +160,16 @@ int main(int argc, char **argv) {
         char *p = opaque(malloc(64));
         uintptr_t base = (uintptr_t)p & ~(((uintptr_t)256 << 20) - 1);
         free(opaque((void *)(base + 4096)));
+    } else if (eq(c, "invalid_free_top_bit_first")) {
+        /* the first call of the process: no heap section yet */
+        free(opaque((void *)((uintptr_t)1 << 63)));
+    } else if (eq(c, "invalid_free_top_bit_small_as")) {
+        /* a heap mapped block by block (the address space too small for a
+         * whole section): the chunk map answers alone */
+        struct rlimit r = {200u << 20, 200u << 20};
+        CHECK(setrlimit(RLIMIT_AS, &r) == 0);
+        CHECK(opaque(malloc(64)) != NULL);
+        free(opaque((void *)(((uintptr_t)1 << 63) + (200u << 20))));
     } else if (eq(c, "invalid_free_wild")) {
         free(opaque((void *)~(uintptr_t)0xf));
     } else if (eq(c, "interior_small")) {

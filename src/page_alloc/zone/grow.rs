@@ -135,7 +135,7 @@ impl ZoneGuard<'_> {
                 let h = section::create(self.zone.tag())?;
                 if self.zone.is_process_heap() {
                     // SAFETY: h is live, of the process heap's zone, which
-                    // never destroys a section.
+                    // never destroys a section; we hold the zone lock.
                     unsafe { section::set_primary(h) };
                 }
                 (h, 1)

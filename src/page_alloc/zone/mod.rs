@@ -164,7 +164,7 @@ impl Zone {
     /// Marks the zone as the process heap's (the runtime's static zone,
     /// never destroyed), before it first grows: its first section becomes
     /// the primary one of `section::lookup`.
-    pub fn mark_process_heap(&self) {
+    pub(crate) fn mark_process_heap(&self) {
         self.process_heap.store(true, Relaxed);
     }
 
