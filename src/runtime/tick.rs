@@ -247,7 +247,8 @@ fn start(retry_now: bool) {
     };
     sys::set_errno(saved);
     if ok {
-        THREAD.store(RUNNING, Release);
+        // The thread may have marked itself already.
+        let _ = THREAD.compare_exchange(STARTING, RUNNING, AcqRel, Relaxed);
     } else {
         LAST_START_FAIL_NS.store(sys::coarse_now_ns().max(1), Relaxed);
         THREAD.store(NOT_STARTED, Release);
@@ -257,6 +258,10 @@ fn start(retry_now: bool) {
 extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: prctl PR_SET_NAME with a NUL-terminated name is harmless.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"pcpalloc-tick".as_ptr()) };
+    // The thread marks itself running, not only its creator: a creator
+    // held off (a loaded machine) or gone (a signal handler that leaves
+    // start() after pthread_create) must not leave it STARTING for good.
+    let _ = THREAD.compare_exchange(STARTING, RUNNING, AcqRel, Relaxed);
     loop {
         let ms = u64::from(SETTINGS.decay_ms.load(Relaxed));
         let ts = libc::timespec {
@@ -265,17 +270,14 @@ extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
         };
         // SAFETY: ts is valid; an early wake-up only makes a tick early.
         unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) };
-        match THREAD.load(Acquire) {
-            RUNNING => {
-                tick();
-            }
-            // The creator has not marked the thread running yet: a loaded
-            // machine can keep it from doing so for longer than a period.
-            // Leaving now would leave the process marked RUNNING with no
-            // thread, and no tick ever again (the slow paths see RUNNING).
-            STARTING => {}
-            _ => return core::ptr::null_mut(),
+        // Only a forked child resets the state (NOT_STARTED), and this
+        // thread is not there. Before the thread marked itself, it could
+        // wake to its creator's STARTING and leave, and the process then
+        // stayed marked RUNNING with no thread: no tick ever again.
+        if THREAD.load(Acquire) != RUNNING {
+            return core::ptr::null_mut();
         }
+        tick();
     }
 }
 

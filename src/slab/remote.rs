@@ -116,7 +116,6 @@ impl RemoteBatch {
         }
     }
 
-    /// Whether any chain waits.
     /// [`push`](Self::push)'s common case, inline in the free path: `p`
     /// joins its slot's chain when that chain is `s`'s and stays under
     /// [`REMOTE_BATCH`]. False, nothing done, when the chain is another
@@ -137,6 +136,7 @@ impl RemoteBatch {
         true
     }
 
+    /// Whether any chain waits.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.pending == 0
