@@ -63,9 +63,11 @@ static long ticks(void) {
 }
 
 static int child(void) {
-    /* A hung child dies of SIGALRM. 15 s: on 2 CPUs loaded by the whole
-     * suite one child of 40 once failed (its status was not kept), and a
-     * slow child must not pass for a hung one. */
+    /* A hung child dies of SIGALRM. 15 s: a slow child must not pass for
+     * a hung one. Under the whole suite's load a child once in ~80 runs
+     * hung for good (2026-12-02, caught with gdb: no tick thread, its
+     * main thread waiting for a tick) — the tick thread had left at its
+     * start, before its creator marked it running (runtime/tick.rs). */
     alarm(15);
     double end = now() + 0.010;
     void *v[32] = {0};
