@@ -370,11 +370,7 @@ impl Heap {
                 return false;
             }
             FreeObject::at(p).mark(key);
-            // A live slab's class is a class index.
-            bump(
-                (*h).remote_freed_objects.get_unchecked((*s).class as usize),
-                1,
-            );
+            Heap::note_remote_freed(h, usize::from((*s).class));
             true
         }
     }

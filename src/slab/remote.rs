@@ -47,6 +47,20 @@ struct Chain {
     count: u32,
 }
 
+impl Chain {
+    /// Puts `p` at the head of the chain.
+    ///
+    /// # Safety
+    /// `p` is a free object of the chain's slab that nobody else uses.
+    #[inline(always)]
+    unsafe fn append(&mut self, p: *mut u8) {
+        // SAFETY: p is ours to relink (contract).
+        unsafe { FreeObject::at(p).set_next(self.head) };
+        self.head = p;
+        self.count += 1;
+    }
+}
+
 const EMPTY: Chain = Chain {
     slab: ptr::null_mut(),
     head: ptr::null_mut(),
@@ -94,9 +108,7 @@ impl RemoteBatch {
         // SAFETY: p is ours to link (contract).
         unsafe {
             if c.slab == s {
-                FreeObject::at(p).set_next(c.head);
-                c.head = p;
-                c.count += 1;
+                c.append(p);
                 if c.count >= REMOTE_BATCH {
                     self.flush_slot(i, notify);
                 }
@@ -130,9 +142,7 @@ impl RemoteBatch {
             return false;
         }
         // SAFETY: p is ours to relink (contract).
-        unsafe { FreeObject::at(p).set_next(c.head) };
-        c.head = p;
-        c.count += 1;
+        unsafe { c.append(p) };
         true
     }
 

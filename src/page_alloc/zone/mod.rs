@@ -169,7 +169,7 @@ impl Zone {
     }
 
     /// Whether [`mark_process_heap`](Self::mark_process_heap) was called.
-    pub fn is_process_heap(&self) -> bool {
+    pub(crate) fn is_process_heap(&self) -> bool {
         self.process_heap.load(Relaxed)
     }
 

@@ -20,12 +20,8 @@
 //! each later block is mapped in place if that address is still free — a
 //! block whose address something else took is *dead* for good.
 //!
-//! The chunk map is one byte per 4 MiB block of the 47-bit address space
-//! (32 MiB of zero-initialised memory, untouched except around our
-//! sections, so it costs address space, not memory): a byte is set,
-//! with Release ordering, only once the block is mapped and described, so
-//! "is this address ours?" never says yes for memory that merely falls in
-//! one of our 256 MiB slots; it is cleared when a block goes offline.
+//! Whether an address is ours, and its descriptor, is `map.rs`'s: the
+//! chunk map, and the primary section's window in front of it.
 //! Sections themselves, with their descriptor blocks, are never unmapped
 //! (only test zones are destroyed): a free() racing with a removal would
 //! read a descriptor that no longer exists — the race of seed 003 — so
@@ -36,12 +32,15 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::geometry::{
-    MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_PAGE_ORDER, MAX_SECTIONS, NR_CHUNK_SLOTS,
-    PAGEBLOCK_ORDER, PAGES_PER_SECTION, PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_BLOCKS,
-    SECTION_META_BYTES, SECTION_SIZE,
+    MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_SECTIONS, PAGEBLOCK_ORDER, PAGES_PER_SECTION,
+    PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_BLOCKS, SECTION_META_BYTES, SECTION_SIZE,
 };
 use crate::page::{MigrateType, Page};
 use crate::sys;
+
+mod map;
+
+pub use map::{desc_of, giant_desc, is_ours, lookup, section_base};
 
 const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"
 /// Pageblocks per section.
@@ -93,25 +92,6 @@ const _: () = assert!(
     core::mem::size_of::<SectionHeader>() <= (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE
 );
 
-/// One byte per MAX_ORDER block of the address space, and one more that
-/// is never set: with a length that is not a power of two the compiler
-/// keeps `is_ours`'s bounds check as one compare of the index it needs
-/// anyway, instead of a second shift of the address (one instruction
-/// fewer on every free).
-static CHUNK_MAP: [AtomicU8; NR_CHUNK_SLOTS + 1] = [const { AtomicU8::new(0) }; NR_CHUNK_SLOTS + 1];
-/// log2 of a chunk (MAX_ORDER block).
-const CHUNK_SHIFT: u32 = MAX_PAGE_ORDER + PAGE_SHIFT;
-
-/// Chunk-map value: the chunk is described by its section's descriptors.
-const CHUNK_SECTION: u8 = 1;
-/// Chunk-map value: the chunk starts a giant block, described by the
-/// descriptor in the page before it (see [`create_giant`]).
-const CHUNK_GIANT: u8 = 2;
-
-fn mark_chunk(addr: usize, on: bool) {
-    let v = if on { CHUNK_SECTION } else { 0 };
-    CHUNK_MAP[addr >> CHUNK_SHIFT].store(v, Ordering::Release);
-}
 /// Every live section's base address (0 = free slot).
 static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
 /// The zone tag of each slot's section, so iteration can filter without
@@ -119,97 +99,6 @@ static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; M
 static SECTION_ZONE: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
 /// Highest slot index ever used + 1 (bounds iteration).
 static SECTIONS_HIGH: AtomicUsize = AtomicUsize::new(0);
-
-/// The base of the section slot containing `addr`.
-#[inline(always)]
-pub fn section_base(addr: usize) -> usize {
-    addr & !(SECTION_SIZE - 1)
-}
-
-/// Whether `addr` lies in one of our sections (the kernel's pfn_valid),
-/// so that [`desc_of`] describes it. Lock-free: one load from the section
-/// map. (The start of a giant block is ours too, but found through
-/// [`giant_desc`].)
-#[inline(always)]
-pub fn is_ours(addr: usize) -> bool {
-    // One shift and one bounds check cover addresses past ADDRESS_BITS.
-    match CHUNK_MAP.get(addr >> CHUNK_SHIFT) {
-        Some(c) => c.load(Ordering::Acquire) == CHUNK_SECTION,
-        None => false,
-    }
-}
-
-/// The first address past the descriptor block of the process heap's
-/// first section, if that section was reserved whole ([`set_primary`]).
-/// Written once, before [`PRIMARY_SPAN`].
-static PRIMARY: AtomicUsize = AtomicUsize::new(0);
-/// The bytes of that section past its descriptor block
-/// ([`SECTION_SIZE`] - [`SECTION_META_BYTES`]), or 0 while there is no
-/// primary section — so [`lookup`]'s window is empty then, whatever the
-/// address (one compare with memory instead of an immediate).
-static PRIMARY_SPAN: AtomicUsize = AtomicUsize::new(0);
-
-/// Makes `h`, the process heap's first section, the one [`lookup`]
-/// answers for with a subtraction and a compare. Only a section reserved
-/// whole qualifies: every address in its span is either ours, or
-/// inaccessible and never handed out, and its descriptors are readable
-/// for good (they say `None` where nothing lives), so the answer needs no
-/// chunk map. A section mapped block by block (`ulimit -v`) may have a
-/// foreign mapping in a dead block, and is left to the chunk map.
-///
-/// # Safety
-/// `h` is a live section header of the process heap's zone, which never
-/// destroys its sections; the caller holds that zone's lock (growth is
-/// serialised, so the check-then-store makes one section primary).
-pub unsafe fn set_primary(h: *mut SectionHeader) {
-    // SAFETY: a live header (contract).
-    if unsafe { (*h).reserved } {
-        // The zone lock serialises growth: the first section is made
-        // primary once. The span goes last: a reader that sees it sees
-        // `first` too.
-        if PRIMARY_SPAN.load(Ordering::Relaxed) == 0 {
-            PRIMARY.store(h as usize + SECTION_META_BYTES, Ordering::Relaxed);
-            PRIMARY_SPAN.store(SECTION_SIZE - SECTION_META_BYTES, Ordering::Release);
-        }
-    }
-}
-
-/// The descriptor of the page containing `addr` if `addr` lies in one of
-/// our sections (`is_ours` and `desc_of` in one): the primary section by
-/// a subtraction and a compare — the descriptor then being a shift and a
-/// mask of the same offset — any other through the chunk map. The free
-/// path's first step: 13 instructions to the slab pointer, from 16.
-#[inline(always)]
-pub fn lookup(addr: usize) -> Option<*mut Page> {
-    // A pointer of the primary section reached the caller after the
-    // section was published (its block was handed out later); any other
-    // address misses whichever values are read (a span of 0 misses all).
-    let span = PRIMARY_SPAN.load(Ordering::Acquire);
-    let first = PRIMARY.load(Ordering::Relaxed);
-    let off = addr.wrapping_sub(first);
-    if off < span {
-        // Page (off + META) >> PAGE_SHIFT of the section at first - META.
-        let index_bytes = (off >> PAGE_SHIFT) * PAGE_DESC_SIZE;
-        let base = first - SECTION_META_BYTES + (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE;
-        return Some((base + index_bytes) as *mut Page);
-    }
-    if is_ours(addr) {
-        Some(desc_of(addr))
-    } else {
-        None
-    }
-}
-
-/// The descriptor of the giant block starting at `addr`, if a giant block
-/// starts there (see [`create_giant`]).
-#[inline]
-pub fn giant_desc(addr: usize) -> Option<*mut Page> {
-    if !addr.is_multiple_of(MAX_ORDER_BYTES) {
-        return None;
-    }
-    let c = CHUNK_MAP.get(addr >> CHUNK_SHIFT)?;
-    (c.load(Ordering::Acquire) == CHUNK_GIANT).then(|| (addr - PAGE_DESC_SIZE) as *mut Page)
-}
 
 /// The header of a giant block: the start of the page before it.
 #[repr(C)]
@@ -249,7 +138,7 @@ pub fn create_giant(len: usize, align: usize) -> Option<*mut Page> {
             total,
         })
     };
-    CHUNK_MAP[block >> CHUNK_SHIFT].store(CHUNK_GIANT, Ordering::Release);
+    map::mark_giant(block, true);
     Some((block - PAGE_DESC_SIZE) as *mut Page)
 }
 
@@ -264,17 +153,30 @@ pub unsafe fn destroy_giant(head: *mut Page) {
     // SAFETY: a live giant block's header (contract).
     let (magic, base, total) = unsafe { ((*g).magic, (*g).base, (*g).total) };
     debug_assert_eq!(magic, SECTION_MAGIC);
-    CHUNK_MAP[block >> CHUNK_SHIFT].store(0, Ordering::Release);
+    map::mark_giant(block, false);
     sys::unmap(base as *mut u8, total);
 }
 
-/// The descriptor of the page containing `addr` (virt_to_page). Pure
-/// arithmetic; meaningful only if `is_ours` holds.
-#[inline(always)]
-pub fn desc_of(addr: usize) -> *mut Page {
-    let base = section_base(addr);
-    let index = (addr >> PAGE_SHIFT) & (PAGES_PER_SECTION - 1);
-    (base + index * PAGE_DESC_SIZE) as *mut Page
+/// Makes `h`, the process heap's first section, the one [`lookup`](map::lookup)
+/// answers for with a subtraction and a compare. Only a section reserved
+/// whole qualifies: every address in its span is either ours, or
+/// inaccessible and never handed out, and its descriptors are readable
+/// for good (they say `None` where nothing lives), so the answer needs no
+/// chunk map. A section mapped block by block (`ulimit -v`) may have a
+/// foreign mapping in a dead block, and is left to the chunk map.
+///
+/// # Safety
+/// `h` is a live section header of the process heap's zone, which never
+/// destroys its sections; the caller holds that zone's lock (growth is
+/// serialised, so the check-then-store makes one section primary).
+pub unsafe fn set_primary(h: *mut SectionHeader) {
+    // SAFETY: a live header (contract); the zone lock serialises the
+    // calls.
+    unsafe {
+        if (*h).reserved {
+            map::publish_primary(h as usize);
+        }
+    }
 }
 
 /// The address of the page a descriptor describes (page_address).
@@ -410,7 +312,7 @@ pub fn create_huge(len: usize, offset: usize) -> Option<*mut Page> {
         ptr::addr_of_mut!((*h).huge_len).write(len);
     }
     let block = base as usize + offset;
-    mark_chunk(block, true);
+    map::mark_chunk(block, true);
     Some(desc_of(block))
 }
 
@@ -444,7 +346,7 @@ pub unsafe fn destroy_huge(head: *mut Page) {
     let base = section_base(block);
     // SAFETY: a live huge section's header (contract).
     let len = unsafe { (*header_of(block)).huge_len };
-    mark_chunk(block, false);
+    map::mark_chunk(block, false);
     sys::unmap(base as *mut u8, block - base + len);
 }
 
@@ -555,7 +457,7 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
         };
         if ok {
             (*h).online.fetch_or(bit, Ordering::Relaxed);
-            mark_chunk(addr, true);
+            map::mark_chunk(addr, true);
         }
         ok
     }
@@ -582,7 +484,7 @@ pub unsafe fn decommit_block(h: *mut SectionHeader, block: usize) -> bool {
         true
     };
     if ok {
-        mark_chunk(addr, false);
+        map::mark_chunk(addr, false);
     }
     ok
 }
@@ -615,7 +517,7 @@ pub unsafe fn destroy(h: *mut SectionHeader) {
     };
     for b in 0..64 {
         if online & (1 << b) != 0 {
-            mark_chunk(base + b * MAX_ORDER_BYTES, false);
+            map::mark_chunk(base + b * MAX_ORDER_BYTES, false);
         }
     }
     SECTION_ZONE[slot].store(0, Ordering::Relaxed);
