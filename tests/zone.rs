@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use pcpalloc::internals::{desc_of, page_addr, page_flags};
+use pcpalloc::internals::{Grow, StealRules, Zone, ZoneConfig, NO_LIMIT};
 use pcpalloc::internals::{MigrateType, Page, PageKind};
-use pcpalloc::internals::{StealRules, Zone, ZoneConfig, NO_LIMIT};
 use pcpalloc::internals::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use proptest::prelude::*;
 
@@ -518,4 +518,121 @@ fn dirty_limit_is_met_when_resident_whole_pageblocks_remain() {
         z.dirty_limit()
     );
     blocks.clear();
+}
+
+/// From order 4 up a request takes the lowest-addressed of the first 16
+/// blocks on its list that are as resident as the first, not the first
+/// (LIFO: the last freed). Scripted on a zone of one 4 MiB block, all of
+/// it handed out as order-4 blocks (but what the zone keeps): 21 of them, their buddies held so
+/// nothing merges, are freed in rising address order, the lowest unwritten
+/// (clean: it goes to the tail). The list then reads a20 … a1, a0 (clean),
+/// and the requests take a5, a4, a3, a2, a1 — each the lowest of the 16 at
+/// the front — then a6 … a20, whose front ends at the clean block, and the
+/// clean one last. Order 3 stays LIFO.
+#[test]
+fn high_orders_take_the_lowest_address_at_the_front() {
+    const ORDER: u32 = 4;
+    let z = TestZone::with_config(&ZoneConfig::with_limit(MAX_ORDER_PAGES * PAGE_SIZE));
+    let mut all = Vec::new();
+    while let Some(p) = alloc(&z, ORDER, MigrateType::Movable) {
+        all.push(p);
+    }
+    assert!(all.len() >= 48, "{} blocks", all.len());
+    all.sort_by_key(|&p| page_addr(p));
+    let held = |a: usize| all.iter().any(|&p| page_addr(p) == a);
+    // The lower halves of 21 pairs, the upper halves held, and the pair
+    // beside held too: a free neighbour would put the freed block at the
+    // tail (buddy_merge_likely).
+    let step = PAGE_SIZE << ORDER;
+    let freed: Vec<*mut Page> = all
+        .iter()
+        .copied()
+        .filter(|&p| {
+            let a = page_addr(p);
+            let beside = (a & !(2 * step - 1)) ^ (2 * step);
+            a & step == 0 && held(a ^ step) && held(beside) && held(beside + step)
+        })
+        .take(21)
+        .collect();
+    assert_eq!(freed.len(), 21);
+    let a: Vec<usize> = freed.iter().map(|&p| page_addr(p)).collect();
+    // SAFETY: freed[0] is ours and unused; never written, it goes back clean.
+    unsafe {
+        let p0 = freed[0];
+        (*p0).flags = page_flags::CLEAN;
+        z.free(p0, ORDER);
+    }
+    for &p in &freed[1..] {
+        free(&z, p, ORDER);
+    }
+    assert_eq!(z.snapshot().nr_free[ORDER as usize], 21, "nothing merged");
+    let mut expect: Vec<usize> = (1..=5).rev().collect();
+    expect.extend(6..=20);
+    expect.push(0);
+    for (i, &want) in expect.iter().enumerate() {
+        let p = alloc(&z, ORDER, MigrateType::Movable).expect("a block");
+        let got = a.iter().position(|&x| x == page_addr(p));
+        assert_eq!(
+            got,
+            Some(want),
+            "request {i} took block {got:?}, not a{want}"
+        );
+    }
+    z.check_invariants();
+
+    // Order 3: the last freed comes first.
+    for &p in &freed[..4] {
+        // SAFETY: taken back above, unused; split into two order-3 halves.
+        unsafe {
+            (*p).flags = 0;
+            z.free(p, ORDER);
+        }
+    }
+    let halves: Vec<*mut Page> = (0..8)
+        .map(|_| alloc(&z, 3, MigrateType::Movable).expect("a block"))
+        .collect();
+    let lone: Vec<*mut Page> = halves.iter().copied().step_by(2).collect();
+    for &p in &lone {
+        free(&z, p, 3);
+    }
+    let p = alloc(&z, 3, MigrateType::Movable).expect("a block");
+    assert_eq!(page_addr(p), page_addr(lone[3]), "order 3 is LIFO");
+}
+
+/// A block above 256 KiB sought as a run of adjacent free blocks takes the
+/// lowest-addressed run the scan finds, not the first. Scripted: in a
+/// 2 MiB stretch of order-6 blocks (256 KiB) b0 … b7, all handed out,
+/// b1, b2, b5 and b6 are freed in that order (their buddies held, so none
+/// merges): two runs of 512 KiB, b1–b2 and b5–b6, the second at the front
+/// of the list. A 288 KiB request (72 pages) is carved from b1.
+#[test]
+fn a_large_run_is_the_lowest_addressed_found() {
+    const ORDER: u32 = 6;
+    let z = TestZone::with_config(&ZoneConfig::with_limit(MAX_ORDER_PAGES * PAGE_SIZE));
+    let mut all = Vec::new();
+    while let Some(p) = alloc(&z, ORDER, MigrateType::Movable) {
+        all.push(p);
+    }
+    let step = PAGE_SIZE << ORDER;
+    let held = |a: usize| all.iter().any(|&p| page_addr(p) == a);
+    let base = all
+        .iter()
+        .map(|&p| page_addr(p))
+        .find(|&a| a % (8 * step) == 0 && (0..8).all(|i| held(a + i * step)))
+        .expect("eight blocks in a row");
+    for i in [1, 2, 5, 6] {
+        let p = desc_of(base + i * step);
+        free(&z, p, ORDER);
+    }
+    let p = z.alloc_exact(72, 0, MigrateType::Movable, Grow::No);
+    assert!(!p.is_null());
+    assert_eq!(
+        (page_addr(p) - base) / step,
+        1,
+        "carved from b{}, not b1",
+        (page_addr(p) - base) / step
+    );
+    // SAFETY: the 72 pages are ours, unused, their descriptors None.
+    unsafe { z.free_exact(p, 72) };
+    z.check_invariants();
 }
