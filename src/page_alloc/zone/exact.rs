@@ -30,6 +30,21 @@ use super::{Grow, Zone, ZoneGuard};
 const RUN_SCAN: usize = 16;
 /// How many orders below the needed one a run is assembled from.
 const RUN_ORDERS: u32 = 2;
+/// Free blocks looked at in all, over every order below the needed one,
+/// by the search before the zone grows.
+const RUN_SCAN_BEFORE_GROWING: usize = 4096;
+
+/// How far [`ZoneGuard::take_run`] looks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RunScan {
+    /// Runs starting at the first [`RUN_SCAN`] blocks of each of the
+    /// [`RUN_ORDERS`] orders below the request's: every exact request.
+    Quick,
+    /// Runs starting at any free block below the request's order, up to
+    /// [`RUN_SCAN_BEFORE_GROWING`] of them: the last look before the zone
+    /// grows by 4 MiB or more for want of a block.
+    BeforeGrowing,
+}
 /// Blocks up to this order (256 KiB, the thread bins' reach) take the
 /// best-fitting run, larger ones the first (see `take_run`).
 const BEST_FIT_MAX_ORDER: u32 = 6;
@@ -54,7 +69,7 @@ impl ZoneGuard<'_> {
         if align_order == 0 && !npages.is_power_of_two() {
             // Best fit first: a run of smaller free blocks that holds the
             // block leaves no tail to fragment a larger one.
-            let p = self.take_run(npages, mt);
+            let p = self.take_run(npages, mt, RunScan::Quick);
             if !p.is_null() {
                 return self.charge_or_undo(p, npages);
             }
@@ -62,6 +77,14 @@ impl ZoneGuard<'_> {
         let mut p = self.take_block_of(order, mt);
         if p.is_null() && grow == Grow::No {
             return p;
+        }
+        if p.is_null() && align_order == 0 {
+            // About to grow: every free block smaller than the request may
+            // start a run, not only those at the front of two lists.
+            p = self.take_run(npages, mt, RunScan::BeforeGrowing);
+            if !p.is_null() {
+                return self.charge_or_undo(p, npages);
+            }
         }
         if p.is_null() && self.grow(1 << order) {
             // Memory comes online movable: another type takes it through
@@ -139,8 +162,8 @@ impl ZoneGuard<'_> {
 
     /// Takes a run of at least `npages` free pages of `mt` made of adjacent
     /// free blocks smaller than the order that would hold it, keeps
-    /// exactly `npages` and gives the rest back. Null if the scan finds
-    /// none.
+    /// exactly `npages` and gives the rest back, looking as far as `scan`
+    /// says. Null if the scan finds none.
     ///
     /// A block of up to [`BEST_FIT_MAX_ORDER`] takes the best fit of the
     /// runs the scan finds — the one that leaves least behind (an exact
@@ -151,16 +174,22 @@ impl ZoneGuard<'_> {
     /// run found, as whole blocks of its orders are taken
     /// ([`lowest_address`](super::buddy::lowest_address)): best fit there
     /// cost 20 MiB more at peak on the 16 KiB – 4 MiB band.
-    fn take_run(&mut self, npages: usize, mt: MigrateType) -> *mut Page {
+    fn take_run(&mut self, npages: usize, mt: MigrateType, scan: RunScan) -> *mut Page {
         let order = order_for_pages(npages);
         let want = npages * PAGE_SIZE;
         let best_fit = order <= BEST_FIT_MAX_ORDER;
+        let (lowest, per_order) = match scan {
+            RunScan::Quick => (order.saturating_sub(RUN_ORDERS), RUN_SCAN),
+            RunScan::BeforeGrowing => (0, RUN_SCAN_BEFORE_GROWING),
+        };
+        let mut budget = RUN_SCAN_BEFORE_GROWING;
         let mut best: Option<(usize, usize)> = None;
-        'orders: for o in (order.saturating_sub(RUN_ORDERS)..order).rev() {
+        'orders: for o in (lowest..order).rev() {
             let mut p = self.inner.free_area[o as usize][mt as usize].first();
             let mut scanned = 0;
-            while !p.is_null() && scanned < RUN_SCAN {
+            while !p.is_null() && scanned < per_order && budget > 0 {
                 scanned += 1;
+                budget -= 1;
                 let a = page_addr(p);
                 // Walk the free blocks that follow, across MAX_ORDER
                 // blocks of the section as long as they are online (an
@@ -287,5 +316,51 @@ impl Zone {
                 z.free_range(page_addr(head), npages, clean);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page_alloc::zone::{ZoneConfig, NO_LIMIT};
+
+    /// The search before growing looks at every free block below the
+    /// request's order, the quick one at the fronts of the two orders
+    /// below. Eight order-3 blocks b0 … b7 taken from a fresh zone (a
+    /// split order-6 block, the zone's other free memory in larger
+    /// blocks), b1 … b6 freed: [b1, b7) is 48 free pages, as an order-3,
+    /// two order-4 and an order-3 block, which only a run from b1 covers.
+    #[test]
+    fn before_growing_any_free_block_may_start_a_run() {
+        let z = Zone::with_config(&ZoneConfig::with_limit(NO_LIMIT));
+        let b: [*mut Page; 8] = core::array::from_fn(|_| z.alloc(3, MigrateType::Movable));
+        let step = PAGE_SIZE << 3;
+        for i in 0..8 {
+            assert_eq!(page_addr(b[i]), page_addr(b[0]) + i * step, "b{i} in a row");
+        }
+        for &p in &b[1..7] {
+            // SAFETY: ours, unused.
+            unsafe {
+                (*p).flags = 0;
+                z.free(p, 3);
+            }
+        }
+        {
+            let mut g = z.lock();
+            assert!(g
+                .take_run(48, MigrateType::Movable, RunScan::Quick)
+                .is_null());
+            let p = g.take_run(48, MigrateType::Movable, RunScan::BeforeGrowing);
+            assert_eq!(page_addr(p), page_addr(b[1]), "the run is [b1, b7)");
+            // SAFETY: the 48 pages just taken are ours.
+            unsafe { g.free_range(page_addr(p), 48, false) };
+        }
+        for p in [b[0], b[7]] {
+            // SAFETY: ours, unused.
+            unsafe { z.free(p, 3) };
+        }
+        z.check_invariants();
+        // SAFETY: nothing uses the zone's memory any more.
+        unsafe { z.destroy() };
     }
 }
