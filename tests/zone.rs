@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use pcpalloc::internals::{desc_of, page_addr, page_flags};
 use pcpalloc::internals::{Grow, StealRules, Zone, ZoneConfig, NO_LIMIT};
 use pcpalloc::internals::{MigrateType, Page, PageKind};
-use pcpalloc::internals::{
-    MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_DESC_SIZE, PAGE_SIZE,
-};
+use pcpalloc::internals::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use proptest::prelude::*;
 
 /// A zone that is unmapped when the test ends.
