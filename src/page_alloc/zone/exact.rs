@@ -191,6 +191,13 @@ impl ZoneGuard<'_> {
                 scanned += 1;
                 budget -= 1;
                 let a = page_addr(p);
+                // SAFETY: p is on our free list.
+                let next = unsafe { (*p).next };
+                if !best_fit && best.is_some_and(|(ba, _)| a >= ba) {
+                    // Not lower than the run in hand: no need to walk it.
+                    p = next;
+                    continue;
+                }
                 // Walk the free blocks that follow, across MAX_ORDER
                 // blocks of the section as long as they are online (an
                 // offline block's descriptors are None: the walk stops).
@@ -217,8 +224,7 @@ impl ZoneGuard<'_> {
                         break 'orders;
                     }
                 }
-                // SAFETY: p is on our free list.
-                p = unsafe { (*p).next };
+                p = next;
             }
         }
         match best {
