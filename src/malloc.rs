@@ -122,9 +122,11 @@ pub unsafe fn free(p: *mut u8) {
         // SAFETY: descriptors of our sections are always readable.
         let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
         if !s.is_null() {
-            // SAFETY: s is the slab of p's page.
+            // SAFETY: s is the slab of p's page, d that page's descriptor.
             unsafe {
-                runtime::finish_free(p, s, slab::free(p, s, tls::heap(), runtime::free_key()))
+                let v = slab::free_view(d);
+                let left = slab::free(p, v, s, tls::heap(), runtime::free_key());
+                runtime::finish_free(p, s, left)
             };
         } else {
             // SAFETY: p is in our section and not in a slab.
@@ -157,9 +159,10 @@ pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
         let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
         if !s.is_null() {
             let class = classes::class_of(size);
-            // SAFETY: s is the slab of p's page.
+            // SAFETY: s is the slab of p's page, d that page's descriptor.
             unsafe {
-                let left = slab::free_sized(p, s, tls::heap(), runtime::free_key(), class);
+                let v = slab::free_view(d);
+                let left = slab::free_sized(p, v, s, tls::heap(), runtime::free_key(), class);
                 runtime::finish_free(p, s, left);
             }
             return;
@@ -260,7 +263,7 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
             free(p);
         } else {
             // lookup checked p: a live object of slab `small`.
-            let left = slab::free_checked(p, small, tls::heap(), runtime::free_key());
+            let left = slab::free_checked(p, small, small, tls::heap(), runtime::free_key());
             runtime::finish_free(p, small, left);
         }
     }

@@ -249,7 +249,7 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
     let key = process::free_key();
     // SAFETY: forwarded contract for the free; h is this thread's heap.
     unsafe {
-        let mut left = slab::free(p, s, h, key);
+        let mut left = slab::free(p, s, s, h, key);
         if left == Freed::Slow {
             left = slab::free_slow(p, s, h, key);
         }

@@ -165,6 +165,26 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                 let t = desc_of(base + i * PAGE_SIZE);
                 assert_eq!((*t).kind(), PageKind::SlabTail);
                 assert_eq!((*t).head.load(Relaxed), d);
+                let v = slab::free_view(t);
+                assert_eq!(
+                    (
+                        (*v).class,
+                        (*v).base_mul,
+                        (*v).obj_inverse,
+                        (*v).obj_shift,
+                        (*v).capacity,
+                        Slab::fixed_owner(v),
+                    ),
+                    (
+                        (*s).class,
+                        (*s).base_mul,
+                        (*s).obj_inverse,
+                        (*s).obj_shift,
+                        (*s).capacity,
+                        Slab::fixed_owner(s),
+                    ),
+                    "a tail's free view differs from its head"
+                );
             }
         }
     });

@@ -41,17 +41,19 @@ pub enum Freed {
 /// the slab's own list.
 ///
 /// # Safety
-/// `s` is the `head` of the descriptor of `p`'s page (non-null), `h` is the
-/// calling thread's heap (or the empty heap), `key` the process's free
+/// `s` is the `head` of the descriptor of `p`'s page (non-null), `v` that
+/// descriptor's free view (`slab::free_view`; `s` itself will do), `h` is
+/// the calling thread's heap (or the empty heap), `key` the process's free
 /// key, and the caller is freeing `p` (it may be invalid: the slow path
 /// checks and reports).
 #[inline(always)]
-pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
-    // SAFETY: s is a live slab head (its page descriptor said so); the
-    // object check proves p starts an object of it before we write.
+pub unsafe fn free(p: *mut u8, v: *mut Slab, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
+    // SAFETY: s is a live slab head (its page descriptor said so) and v
+    // the free view of p's page; the object check proves p starts an
+    // object of it before we write.
     unsafe {
-        if slab::object_at(s, p).is_some() && !FreeObject::at(p).holds(key) {
-            return free_checked(p, s, h, key);
+        if slab::object_at(v, p).is_some() && !FreeObject::at(p).holds(key) {
+            return free_checked(p, v, s, h, key);
         }
         Freed::Slow
     }
@@ -69,16 +71,24 @@ pub unsafe fn free(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Free
 /// # Safety
 /// As [`free`], and `p` is a live object of `s` (checked).
 #[inline(always)]
-pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
+pub unsafe fn free_checked(
+    p: *mut u8,
+    v: *mut Slab,
+    s: *mut Slab,
+    h: *const Heap,
+    key: usize,
+) -> Freed {
     // SAFETY: as in `free`; the caller vouches for the object checks. The
     // bin is the calling thread's own, and a full one (every bin of the
     // empty heap, which owns no slab) is not written; the slab's own list
-    // is written only by its owner, which `h` is.
+    // is written only by its owner, which `h` is. Owner and class are read
+    // from the free view `v`, which holds the head's (`slab::free_view`):
+    // the head's line is touched only when the bin is full.
     unsafe {
-        if Slab::fixed_owner(s) != h as *mut u8 {
+        if Slab::fixed_owner(v) != h as *mut u8 {
             return Freed::Remote;
         }
-        let class = (*s).class as usize;
+        let class = (*v).class as usize;
         let bins = Heap::bins(h);
         if (*bins).has_room(class) {
             (*bins).push(class, p, key);
@@ -102,6 +112,7 @@ pub unsafe fn free_checked(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize)
 #[inline(always)]
 pub unsafe fn free_sized(
     p: *mut u8,
+    v: *mut Slab,
     s: *mut Slab,
     h: *const Heap,
     key: usize,
@@ -110,10 +121,10 @@ pub unsafe fn free_sized(
     // SAFETY: as in `free`; the caller vouches that p starts a block of at
     // least the size of `class`, which the slab's class confirms holds.
     unsafe {
-        if class <= (*s).class as usize && !FreeObject::at(p).holds(key) {
-            return free_checked(p, s, h, key);
+        if class <= (*v).class as usize && !FreeObject::at(p).holds(key) {
+            return free_checked(p, v, s, h, key);
         }
-        free(p, s, h, key)
+        free(p, v, s, h, key)
     }
 }
 
@@ -212,7 +223,7 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
             report::fatal("free(): double free detected (pending remote free)", p);
         }
         if mine {
-            return free_checked(p, s, h, key);
+            return free_checked(p, s, s, h, key);
         }
         free_remote(p, s, h, key);
         Freed::Done
@@ -293,7 +304,7 @@ pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Page
     unsafe {
         let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
         let h: *const Heap = o.heap();
-        let mut left = free(p, s, h, key);
+        let mut left = free(p, s, s, h, key);
         if left == Freed::Slow {
             left = free_slow(p, s, h, key);
         }
