@@ -5,7 +5,9 @@
 //! in the section's first MAX_ORDER block (see [`crate::section`]). As in
 //! the kernel, only the *head* page of a block (free, cached or allocated)
 //! carries state; every other descriptor is `PageKind::None` with all fields
-//! zero, except the tail pages of a slab, which point at their head.
+//! zero, except the tail pages of a slab, which point at their head and
+//! keep copies of the head's fields the free fast path reads (the slab's
+//! *free view*, `slab::free_view`).
 //!
 //! The first 32 bytes are common to every kind: kind, order, migratetype,
 //! flags, a 32-bit word, the list links and `head`. What the word and the
@@ -18,7 +20,7 @@
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
 //! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge) |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
-//! | `SlabTail`             | [`Page`]                | -                | -            |
+//! | `SlabTail`             | [`crate::slab::Slab`], free view only | `base_mul` (bytes 6..8) | `owner`, `class`, object check |
 //!
 //! Locking: a descriptor belongs to whoever owns its block: the zone lock
 //! for `Buddy`/`Isolated`, the pageset lock for `Pcp`, the owning thread

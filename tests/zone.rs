@@ -636,3 +636,40 @@ fn a_large_run_is_the_lowest_addressed_found() {
     unsafe { z.free_exact(p, 72) };
     z.check_invariants();
 }
+
+/// Review (2026-12-02): the run search above 256 KiB preferred the lowest
+/// address over residency, so under a memory limit it took a clean run,
+/// whose charge failed, and the request failed though a resident run of
+/// the same size was free. Eight order-7 blocks in a row: b1–b3 freed
+/// clean (never written, so uncharged), b5–b7 freed written; room left in
+/// the budget for 100 pages. A 300-page request takes the resident run.
+#[test]
+fn a_large_run_prefers_resident_memory() {
+    let mut cfg = ZoneConfig::with_limit(64 << 20);
+    cfg.dirty_ratio = 0;
+    let z = TestZone::with_config(&cfg);
+    let mt = MigrateType::Movable;
+    let b: Vec<*mut Page> = (0..8).map(|_| z.alloc(7, mt)).collect();
+    let step = PAGE_SIZE << 7;
+    for (i, &p) in b.iter().enumerate() {
+        assert_eq!(page_addr(p), page_addr(b[0]) + i * step, "b{i} in a row");
+    }
+    for (i, &p) in b.iter().enumerate().filter(|&(i, _)| i != 0 && i != 4) {
+        // SAFETY: ours, unused; the first three never written.
+        unsafe {
+            (*p).flags = if i < 4 { page_flags::CLEAN } else { 0 };
+            z.free(p, 7);
+        }
+    }
+    let room = z.budget.limit() - z.budget.used();
+    z.budget
+        .charge(room - 100 * PAGE_SIZE)
+        .expect("room")
+        .keep();
+    let p = z.alloc_exact(300, 0, mt, Grow::No);
+    assert!(
+        !p.is_null(),
+        "a resident run of 384 pages is free, yet the request failed"
+    );
+    assert!(page_addr(p) >= page_addr(b[5]), "took the clean run");
+}

@@ -242,8 +242,7 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
     }
 }
 
-/// The descriptor of the page of slab `s` that holds `p`, seen as a slab:
-/// its *free view*. A tail page's descriptor keeps copies of what the free
+/// Page descriptor `d` of a slab's page seen as a slab: its *free view*. A tail page's descriptor keeps copies of what the free
 /// fast path reads — the object check's `base_mul`, `obj_inverse`,
 /// `obj_shift` and `capacity`, the `owner` and the `class` — written with
 /// the head's (`init`, `set_class`), so a free reads one descriptor, not

@@ -315,8 +315,10 @@ impl ZoneInner {
     /// lists and splits it to `order` (`__rmqueue_smallest`). Returns the
     /// head, off every list, kind `None`, with `order` set and CLEAN kept.
     ///
-    /// From [`LOWEST_ADDRESS_MIN_ORDER`] up, the block taken is the
-    /// lowest-addressed of the first [`LOWEST_ADDRESS_SCAN`] on its list
+    /// From a list of order [`LOWEST_ADDRESS_MIN_ORDER`] or more (whatever
+    /// the request's order: a small request that splits a large block
+    /// takes the lowest-addressed too), the block taken is the
+    /// lowest-addressed of the first [`LOWEST_ADDRESS_SCAN`] on the list
     /// that are as resident as the first (see [`lowest_address`]).
     pub fn rmqueue_smallest(&mut self, order: u32, mt: MigrateType) -> *mut Page {
         for current in order..=MAX_PAGE_ORDER {
@@ -350,9 +352,10 @@ pub const LOWEST_ADDRESS_MIN_ORDER: u32 = 4;
 pub const LOWEST_ADDRESS_SCAN: usize = 16;
 
 /// The lowest-addressed of the first [`LOWEST_ADDRESS_SCAN`] blocks of
-/// `list` that are resident if its first is (clean blocks sit behind the
-/// resident ones, see [`ZoneInner::add_free`]); null if the list is
-/// empty.
+/// `list` that are resident if its first is, up to the first that is not
+/// (clean blocks go to the tail, behind the resident ones, and so do
+/// resident blocks likely to merge: see [`ZoneInner::add_free`] and
+/// `buddy_merge_likely` in `free_one_page`); null if the list is empty.
 ///
 /// A LIFO list hands out the block freed last wherever it lies, so live
 /// blocks spread over the whole heap and the free memory between them

@@ -9,8 +9,10 @@
 //! side. So a block whose size is not a power of two is first sought as a
 //! *run*: free blocks of the next orders down that are adjacent in
 //! address (the way `alloc_contig_range` takes a range rather than a
-//! block) — a best fit that leaves no tail — and only then carved from a
-//! block of its order, whose tail goes back.
+//! block) — the best fit up to 256 KiB, the lowest-addressed resident run
+//! above — and only then carved from a block of its order, whose tail
+//! goes back. Before the zone grows for want of a block, the run search
+//! looks further (see [`RunScan`]).
 //! A run is page-aligned only, and may span adjacent online MAX_ORDER
 //! blocks of a section (a 3 MiB block from the second half of one and the
 //! first of the next): the buddy blocks stay within their MAX_ORDER block,
@@ -30,9 +32,14 @@ use super::{Grow, Zone, ZoneGuard};
 const RUN_SCAN: usize = 16;
 /// How many orders below the needed one a run is assembled from.
 const RUN_ORDERS: u32 = 2;
-/// Free blocks looked at in all, over every order below the needed one,
-/// by the search before the zone grows.
-const RUN_SCAN_BEFORE_GROWING: usize = 4096;
+/// Free blocks looked at in all by the search before the zone grows.
+/// Bounded because a request that fails at a memory limit repeats it on
+/// each reclaim stage, under the zone lock.
+const RUN_SCAN_BEFORE_GROWING: usize = 1024;
+/// How many orders below the needed one that search starts runs from (a
+/// run from blocks smaller than a sixteenth of the request is rare, and
+/// they are the most numerous).
+const RUN_ORDERS_BEFORE_GROWING: u32 = 4;
 
 /// How far [`ZoneGuard::take_run`] looks.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -40,13 +47,15 @@ enum RunScan {
     /// Runs starting at the first [`RUN_SCAN`] blocks of each of the
     /// [`RUN_ORDERS`] orders below the request's: every exact request.
     Quick,
-    /// Runs starting at any free block below the request's order, up to
+    /// Runs starting at any free block of the
+    /// [`RUN_ORDERS_BEFORE_GROWING`] orders below the request's, up to
     /// [`RUN_SCAN_BEFORE_GROWING`] of them: the last look before the zone
     /// grows by 4 MiB or more for want of a block.
     BeforeGrowing,
 }
 /// Blocks up to this order (256 KiB, the thread bins' reach) take the
-/// best-fitting run, larger ones the first (see `take_run`).
+/// best-fitting run, larger ones the lowest-addressed resident one (see
+/// `take_run`).
 const BEST_FIT_MAX_ORDER: u32 = 6;
 
 impl ZoneGuard<'_> {
@@ -54,7 +63,8 @@ impl ZoneGuard<'_> {
     /// `2^align_order` pages: from a free block of the order that holds it
     /// (its tail given back), else (unaligned requests) a run of adjacent
     /// free blocks, else a fallback type's block, else — if `grow` says
-    /// so — after growing. Charged to the budget; null when nothing is
+    /// so — a run found by the wider search ([`RunScan::BeforeGrowing`]),
+    /// else after growing. Charged to the budget; null when nothing is
     /// left (or nothing without growing). The head comes back with kind
     /// `None`, order 0 and CLEAN telling whether the whole block reads as
     /// zero.
@@ -171,19 +181,28 @@ impl ZoneGuard<'_> {
     /// requests: on the page-granular band (8–256 KiB) it halves the
     /// requests that fit nowhere (`drain_before_grow`) and the heap grows
     /// by one 4 MiB block less. A larger block takes the lowest-addressed
-    /// run found, as whole blocks of its orders are taken
+    /// run found among those whose first block is resident (else among the
+    /// clean ones), as whole blocks of its orders are taken
     /// ([`lowest_address`](super::buddy::lowest_address)): best fit there
-    /// cost 20 MiB more at peak on the 16 KiB – 4 MiB band.
+    /// cost 20 MiB more at peak on the 16 KiB – 4 MiB band, and a clean
+    /// run taken before a resident one would need room in the budget that
+    /// the resident one does not.
     fn take_run(&mut self, npages: usize, mt: MigrateType, scan: RunScan) -> *mut Page {
         let order = order_for_pages(npages);
         let want = npages * PAGE_SIZE;
         let best_fit = order <= BEST_FIT_MAX_ORDER;
         let (lowest, per_order) = match scan {
             RunScan::Quick => (order.saturating_sub(RUN_ORDERS), RUN_SCAN),
-            RunScan::BeforeGrowing => (0, RUN_SCAN_BEFORE_GROWING),
+            RunScan::BeforeGrowing => (
+                order.saturating_sub(RUN_ORDERS_BEFORE_GROWING),
+                RUN_SCAN_BEFORE_GROWING,
+            ),
         };
         let mut budget = RUN_SCAN_BEFORE_GROWING;
-        let mut best: Option<(usize, usize)> = None;
+        // The run in hand: start, end, and whether its first block is
+        // clean (given back to the OS): a resident run beats a clean one,
+        // as on the free lists, and needs no room in the budget.
+        let mut best: Option<(usize, usize, bool)> = None;
         'orders: for o in (lowest..order).rev() {
             let mut p = self.inner.free_area[o as usize][mt as usize].first();
             let mut scanned = 0;
@@ -192,9 +211,10 @@ impl ZoneGuard<'_> {
                 budget -= 1;
                 let a = page_addr(p);
                 // SAFETY: p is on our free list.
-                let next = unsafe { (*p).next };
-                if !best_fit && best.is_some_and(|(ba, _)| a >= ba) {
-                    // Not lower than the run in hand: no need to walk it.
+                let (next, clean) = unsafe { ((*p).next, (*p).flags & flags::CLEAN != 0) };
+                if !best_fit && best.is_some_and(|(ba, _, bc)| (clean, a) >= (bc, ba)) {
+                    // Not better placed than the run in hand: no need to
+                    // walk it.
                     p = next;
                     continue;
                 }
@@ -215,11 +235,11 @@ impl ZoneGuard<'_> {
                 let len = run_end - a;
                 let better = match best {
                     None => true,
-                    Some((ba, be)) if best_fit => len < be - ba,
-                    Some((ba, _)) => a < ba,
+                    Some((ba, be, _)) if best_fit => len < be - ba,
+                    Some((ba, _, bc)) => (clean, a) < (bc, ba),
                 };
                 if len >= want && better {
-                    best = Some((a, run_end));
+                    best = Some((a, run_end, clean));
                     if best_fit && len == want {
                         break 'orders;
                     }
@@ -228,7 +248,7 @@ impl ZoneGuard<'_> {
             }
         }
         match best {
-            Some((a, run_end)) => self.carve_run(a, run_end, npages),
+            Some((a, run_end, _)) => self.carve_run(a, run_end, npages),
             None => core::ptr::null_mut(),
         }
     }
