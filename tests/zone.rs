@@ -520,6 +520,19 @@ fn dirty_limit_is_met_when_resident_whole_pageblocks_remain() {
     blocks.clear();
 }
 
+/// A zone of one 4 MiB block (what its budget holds), all of it handed
+/// out as blocks of `order` but what the zone keeps; returns the zone and
+/// the blocks by address.
+fn one_block_handed_out(order: u32) -> (TestZone, Vec<*mut Page>) {
+    let z = TestZone::with_config(&ZoneConfig::with_limit(MAX_ORDER_PAGES * PAGE_SIZE));
+    let mut all = Vec::new();
+    while let Some(p) = alloc(&z, order, MigrateType::Movable) {
+        all.push(p);
+    }
+    all.sort_by_key(|&p| page_addr(p));
+    (z, all)
+}
+
 /// From order 4 up a request takes the lowest-addressed of the first 16
 /// blocks on its list that are as resident as the first, not the first
 /// (LIFO: the last freed). Scripted on a zone of one 4 MiB block, all of
@@ -532,13 +545,8 @@ fn dirty_limit_is_met_when_resident_whole_pageblocks_remain() {
 #[test]
 fn high_orders_take_the_lowest_address_at_the_front() {
     const ORDER: u32 = 4;
-    let z = TestZone::with_config(&ZoneConfig::with_limit(MAX_ORDER_PAGES * PAGE_SIZE));
-    let mut all = Vec::new();
-    while let Some(p) = alloc(&z, ORDER, MigrateType::Movable) {
-        all.push(p);
-    }
+    let (z, all) = one_block_handed_out(ORDER);
     assert!(all.len() >= 48, "{} blocks", all.len());
-    all.sort_by_key(|&p| page_addr(p));
     let held = |a: usize| all.iter().any(|&p| page_addr(p) == a);
     // The lower halves of 21 pairs, the upper halves held, and the pair
     // beside held too: a free neighbour would put the freed block at the
@@ -608,11 +616,7 @@ fn high_orders_take_the_lowest_address_at_the_front() {
 #[test]
 fn a_large_run_is_the_lowest_addressed_found() {
     const ORDER: u32 = 6;
-    let z = TestZone::with_config(&ZoneConfig::with_limit(MAX_ORDER_PAGES * PAGE_SIZE));
-    let mut all = Vec::new();
-    while let Some(p) = alloc(&z, ORDER, MigrateType::Movable) {
-        all.push(p);
-    }
+    let (z, all) = one_block_handed_out(ORDER);
     let step = PAGE_SIZE << ORDER;
     let held = |a: usize| all.iter().any(|&p| page_addr(p) == a);
     let base = all

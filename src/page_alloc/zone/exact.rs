@@ -191,14 +191,16 @@ impl ZoneGuard<'_> {
         let order = order_for_pages(npages);
         let want = npages * PAGE_SIZE;
         let best_fit = order <= BEST_FIT_MAX_ORDER;
-        let (lowest, per_order) = match scan {
-            RunScan::Quick => (order.saturating_sub(RUN_ORDERS), RUN_SCAN),
+        // The lowest order runs start from, blocks looked at per order and
+        // in all.
+        let (lowest, per_order, mut budget) = match scan {
+            RunScan::Quick => (order.saturating_sub(RUN_ORDERS), RUN_SCAN, usize::MAX),
             RunScan::BeforeGrowing => (
                 order.saturating_sub(RUN_ORDERS_BEFORE_GROWING),
+                usize::MAX,
                 RUN_SCAN_BEFORE_GROWING,
             ),
         };
-        let mut budget = RUN_SCAN_BEFORE_GROWING;
         // The run in hand: start, end, and whether its first block is
         // clean (given back to the OS): a resident run beats a clean one,
         // as on the free lists, and needs no room in the budget.
@@ -213,8 +215,9 @@ impl ZoneGuard<'_> {
                 // SAFETY: p is on our free list.
                 let (next, clean) = unsafe { ((*p).next, (*p).flags & flags::CLEAN != 0) };
                 if !best_fit && best.is_some_and(|(ba, _, bc)| (clean, a) >= (bc, ba)) {
-                    // Not better placed than the run in hand: no need to
-                    // walk it.
+                    // Placed no better than the run in hand (resident
+                    // first, then lower): no need to walk it. So a run
+                    // walked below is better placed, whatever its length.
                     p = next;
                     continue;
                 }
@@ -234,9 +237,8 @@ impl ZoneGuard<'_> {
                 }
                 let len = run_end - a;
                 let better = match best {
-                    None => true,
                     Some((ba, be, _)) if best_fit => len < be - ba,
-                    Some((ba, _, bc)) => (clean, a) < (bc, ba),
+                    _ => true,
                 };
                 if len >= want && better {
                     best = Some((a, run_end, clean));
