@@ -108,9 +108,10 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 
 /// `free`. Never changes errno.
 ///
-/// One lookup: the chunk map says whether the address is ours, its page
-/// descriptor says what it is — a slab (through `head`), or a page-granular
-/// block.
+/// One lookup: the address is ours when it is in a section, and its page
+/// descriptor says what it is — a slab's object (the object check passes
+/// on the descriptor's free view), or else, on the slow path, a
+/// page-granular block or a bad pointer.
 ///
 /// # Safety
 /// `p` is null or was returned by this allocator and not freed since (a
@@ -119,19 +120,13 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 pub unsafe fn free(p: *mut u8) {
     let a = p as usize;
     if let Some(d) = section::lookup(a) {
-        // SAFETY: descriptors of our sections are always readable.
-        let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
-        if !s.is_null() {
-            // SAFETY: s is the slab of p's page, d that page's descriptor.
-            unsafe {
-                let v = slab::free_view(d);
-                let left = slab::free(p, v, s, tls::heap(), runtime::free_key());
-                runtime::finish_free(p, s, left)
-            };
-        } else {
-            // SAFETY: p is in our section and not in a slab.
-            unsafe { runtime::free_block(p, d) };
-        }
+        // SAFETY: d is p's page descriptor in our section, readable; the
+        // fast path leaves anything but a slab's object to the slow path,
+        // which tells a page-granular block from a bad pointer.
+        unsafe {
+            let left = slab::free(p, d, tls::heap(), runtime::free_key());
+            runtime::finish_free(p, d, left)
+        };
     } else if !p.is_null() {
         // SAFETY: p is non-null; a giant block or not ours (reported).
         unsafe { runtime::free_foreign(p, Caller::Free) };
@@ -159,11 +154,10 @@ pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
         let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
         if !s.is_null() {
             let class = classes::class_of(size);
-            // SAFETY: s is the slab of p's page, d that page's descriptor.
+            // SAFETY: d is the descriptor of a page of slab s.
             unsafe {
-                let v = slab::free_view(d);
-                let left = slab::free_sized(p, v, s, tls::heap(), runtime::free_key(), class);
-                runtime::finish_free(p, s, left);
+                let left = slab::free_sized(p, d, tls::heap(), runtime::free_key(), class);
+                runtime::finish_free(p, d, left);
             }
             return;
         }
@@ -263,8 +257,8 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
             free(p);
         } else {
             // lookup checked p: a live object of slab `small`.
-            let left = slab::free_checked(p, small, small, tls::heap(), runtime::free_key());
-            runtime::finish_free(p, small, left);
+            let left = slab::free_checked(p, small, tls::heap(), runtime::free_key());
+            runtime::finish_free(p, Slab::page(small), left);
         }
     }
     q

@@ -188,6 +188,9 @@ pub struct Page {
 
 const _: () = assert!(core::mem::size_of::<Page>() == PAGE_DESC_SIZE);
 
+/// Where a slab's descriptors keep `capacity` ([`Page::object_capacity`]).
+pub const OBJECT_CAPACITY_OFFSET: usize = PAGE_DESC_SIZE - 2;
+
 // SAFETY: a Page is only reached through raw pointers whose use follows the
 // ownership rules in the module docs; the cross-thread fields are atomics.
 unsafe impl Sync for Page {}
@@ -226,6 +229,24 @@ impl Page {
     #[inline]
     pub fn mt(&self) -> MigrateType {
         MigrateType::from_index(self.migratetype as usize)
+    }
+
+    /// Bytes [`OBJECT_CAPACITY_OFFSET`].. of the descriptor: the slab
+    /// view's `capacity`, which the free fast path's object check compares
+    /// with. Zero in every descriptor that is not a live slab's head or
+    /// tail (no other view writes these bytes and `reset` clears them), so
+    /// on any other page that check fails without a test of the kind.
+    #[inline]
+    pub fn object_capacity(&self) -> u16 {
+        // SAFETY: the two bytes lie inside the descriptor (asserted below)
+        // and are plain data in every view.
+        unsafe {
+            (self as *const Page)
+                .cast::<u8>()
+                .add(OBJECT_CAPACITY_OFFSET)
+                .cast::<u16>()
+                .read()
+        }
     }
 
     /// Returns the descriptor to the all-zero `None` state.

@@ -41,7 +41,7 @@ pub mod tick;
 pub mod tls;
 
 pub use paths::{
-    alloc_big, alloc_small_slow, finish_free, free_block, free_foreign, realloc_huge, trim,
+    alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge, trim,
 };
 pub use process::{configure_once, ensure_init, free_key, pages_of, HEAPS, PAGES};
 pub use report::{

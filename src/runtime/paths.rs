@@ -2,6 +2,8 @@
 //! made on demand, the tick when it is due, retries at the memory limit,
 //! and the page-granular blocks.
 
+use core::sync::atomic::Ordering::Relaxed;
+
 use crate::geometry::{LARGE_MAX, PAGE_SIZE};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
@@ -100,21 +102,44 @@ fn alloc_small_traced(h: *mut Heap, class: usize) -> *mut u8 {
     p
 }
 
-/// Finishes a small free whose fast path (`slab::free` and its kin) left
-/// `left` to do: the one place every small free of the malloc API ends.
+/// Finishes a free whose fast path (`slab::free` and its kin) left `left`
+/// to do: the one place every free of the malloc API that reached a page
+/// descriptor ends.
 ///
 /// # Safety
-/// `s` is the slab head of `p`'s page and `left` what the fast path of the
-/// calling thread's free of `p` returned.
+/// `d` is the page descriptor of `p` in our sections and `left` what the
+/// fast path of the calling thread's free of `p` returned (`SlabChanged`
+/// and `Remote` only for a live slab's object).
 #[inline(always)]
-pub unsafe fn finish_free(p: *mut u8, s: *mut Slab, left: Freed) {
-    // SAFETY: forwarded contract.
+pub unsafe fn finish_free(p: *mut u8, d: *mut Page, left: Freed) {
+    // SAFETY: forwarded contract: a slab's object has its head in d.
     unsafe {
         match left {
             Freed::Done => {}
-            Freed::SlabChanged => slab_changed(tls::heap(), s),
-            Freed::Remote => free_small_remote(p, s),
-            Freed::Slow => free_small_slow(p, s),
+            Freed::SlabChanged => slab_changed(tls::heap(), (*d).head.load(Relaxed).cast()),
+            Freed::Remote => free_small_remote(p, d),
+            Freed::Slow => free_slow(p, d),
+        }
+    }
+}
+
+/// The slow path of a free whose descriptor `d` did not pass the object
+/// check: a page-granular block (`head` null), or a slab's block that is
+/// bad or holds the free key.
+///
+/// # Safety
+/// `d` is the page descriptor of `p` in our sections; the caller is
+/// freeing `p`.
+#[cold]
+#[inline(never)]
+unsafe fn free_slow(p: *mut u8, d: *mut Page) {
+    // SAFETY: descriptors of our sections are readable; forwarded contract.
+    unsafe {
+        let s = (*d).head.load(Relaxed).cast::<Slab>();
+        if s.is_null() {
+            free_block(p, d)
+        } else {
+            free_small_slow(p, s)
         }
     }
 }
@@ -141,13 +166,14 @@ unsafe fn slab_changed(h: *mut Heap, s: *mut Slab) {
 /// [`free_small_remote_slow`]'s.
 ///
 /// # Safety
-/// `s` is the slab head of `p`'s page and `p` a live object of it, without
-/// the free key, that the caller frees.
+/// `d` is the page descriptor of `p`, a live object of a slab, without the
+/// free key, that the caller frees.
 #[inline(never)]
-unsafe fn free_small_remote(p: *mut u8, s: *mut Slab) {
-    // SAFETY: forwarded contract; the TLS heap is this thread's (or the
-    // empty heap, which the hit turns away).
+unsafe fn free_small_remote(p: *mut u8, d: *mut Page) {
+    // SAFETY: forwarded contract: d's head is p's slab; the TLS heap is
+    // this thread's (or the empty heap, which the hit turns away).
     unsafe {
+        let s = (*d).head.load(Relaxed).cast::<Slab>();
         if !Heap::free_remote_hit(tls::heap(), p, s, process::free_key()) {
             free_small_remote_slow(p, s)
         }
@@ -249,7 +275,7 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
     let key = process::free_key();
     // SAFETY: forwarded contract for the free; h is this thread's heap.
     unsafe {
-        let mut left = slab::free(p, s, s, h, key);
+        let mut left = slab::free(p, Slab::page(s), h, key);
         if left == Freed::Slow {
             left = slab::free_slow(p, s, h, key);
         }

@@ -12,6 +12,7 @@ use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
 use crate::page_alloc::Pages;
 use crate::report;
+use crate::page::Page;
 use crate::section::desc_of;
 
 use super::heap::{Heap, Owned};
@@ -31,56 +32,60 @@ pub enum Freed {
     /// A valid object, without the free key, of another heap's slab:
     /// [`free_remote`] sends it back (no check left to repeat).
     Remote,
-    /// The slow path ([`free_slow`]) must run: a bad pointer, or a block
-    /// holding the free key.
+    /// The slow path must run: a pointer that is not a slab's object (a
+    /// page-granular block, or a bad pointer), or a block holding the free
+    /// key.
     Slow,
 }
 
-/// Frees object `p` of slab `s`, from the thread whose heap is `h`: onto
+/// Frees `p`, whose page descriptor is `d` — any descriptor of our
+/// sections, a slab's or not — from the thread whose heap is `h`: onto
 /// its bin when `h` owns the slab, or — the bin full — straight back onto
 /// the slab's own list.
 ///
+/// The object check reads `d` as a slab's free view ([`slab::free_view`]):
+/// only a slab's descriptors have a non-zero `capacity`, so on any other
+/// page the check fails and the caller's slow path sorts it out (a
+/// page-granular block, or a report). The fast path needs no test of
+/// `head` for that.
+///
 /// # Safety
-/// `s` is the `head` of the descriptor of `p`'s page (non-null), `v` that
-/// descriptor's free view (`slab::free_view`; `s` itself will do), `h` is
+/// `d` is the page descriptor of `p`'s page in one of our sections, `h`
 /// the calling thread's heap (or the empty heap), `key` the process's free
 /// key, and the caller is freeing `p` (it may be invalid: the slow path
 /// checks and reports).
 #[inline(always)]
-pub unsafe fn free(p: *mut u8, v: *mut Slab, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
-    // SAFETY: s is a live slab head (its page descriptor said so) and v
-    // the free view of p's page; the object check proves p starts an
-    // object of it before we write.
+pub unsafe fn free(p: *mut u8, d: *mut Page, h: *const Heap, key: usize) -> Freed {
+    // SAFETY: d is readable (contract) and a slab's free view if the
+    // object check passes (only those have a capacity); the check proves
+    // p starts an object of it before we read p or write.
     unsafe {
+        let v = slab::free_view(d);
         if slab::object_at(v, p).is_some() && !FreeObject::at(p).holds(key) {
-            return free_checked(p, v, s, h, key);
+            return free_checked(p, v, h, key);
         }
         Freed::Slow
     }
 }
 
-/// Frees object `p` of slab `s` that the caller has checked already (it
-/// starts an object of `s` and does not hold the free key: [`free`],
-/// [`free_sized`], realloc's lookup): only the owner compare and the bin
-/// remain; another heap's object is left to [`free_remote`].
+/// Frees object `p` of the slab whose free view is `v`, which the caller
+/// has checked already (it starts an object of the slab and does not hold
+/// the free key: [`free`], [`free_sized`], realloc's lookup): only the
+/// owner compare and the bin remain; another heap's object is left to
+/// [`free_remote`].
 ///
 /// A full bin does not send the object to the slow path: the owner puts
 /// it straight on the slab's own list here (four stores), and only a slab
 /// that became empty or was full needs more ([`Freed::SlabChanged`]).
 ///
 /// # Safety
-/// As [`free`], and `p` is a live object of `s` (checked).
+/// As [`free`], and `p` is a live object of the slab of free view `v`
+/// (checked).
 #[inline(always)]
-pub unsafe fn free_checked(
-    p: *mut u8,
-    v: *mut Slab,
-    s: *mut Slab,
-    h: *const Heap,
-    key: usize,
-) -> Freed {
+pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize) -> Freed {
     // SAFETY: as in `free`; the caller vouches for the object checks. The
     // bin is the calling thread's own, and a full one (every bin of the
-    // empty heap, which owns no slab) is not written; the slab's own list
+    // empty heap, which owns no slab) is not pushed on; the slab's own list
     // is written only by its owner, which `h` is. Owner and class are read
     // from the free view `v`, which holds the head's (`slab::free_view`):
     // the head's line is touched only when the bin is full.
@@ -90,10 +95,12 @@ pub unsafe fn free_checked(
         }
         let class = (*v).class as usize;
         let bins = Heap::bins(h);
-        if (*bins).has_room(class) {
-            (*bins).push(class, p, key);
+        if (*bins).take_room(class) {
+            (*bins).push_taken(class, p, key);
             return Freed::Done;
         }
+        (*bins).give_room_back(class);
+        let s = (*v).head.load(Relaxed);
         if Heap::give_back_to_slab(&*h, p, s, class, key) {
             return Freed::SlabChanged;
         }
@@ -108,23 +115,18 @@ pub unsafe fn free_checked(
 /// checks.
 ///
 /// # Safety
-/// As [`free`].
+/// As [`free`], and `d` is a live slab's page (its `head` non-null: a
+/// page-granular block's class field would pass the size test).
 #[inline(always)]
-pub unsafe fn free_sized(
-    p: *mut u8,
-    v: *mut Slab,
-    s: *mut Slab,
-    h: *const Heap,
-    key: usize,
-    class: usize,
-) -> Freed {
+pub unsafe fn free_sized(p: *mut u8, d: *mut Page, h: *const Heap, key: usize, class: usize) -> Freed {
     // SAFETY: as in `free`; the caller vouches that p starts a block of at
     // least the size of `class`, which the slab's class confirms holds.
     unsafe {
+        let v = slab::free_view(d);
         if class <= (*v).class as usize && !FreeObject::at(p).holds(key) {
-            return free_checked(p, v, s, h, key);
+            return free_checked(p, v, h, key);
         }
-        free(p, v, s, h, key)
+        free(p, d, h, key)
     }
 }
 
@@ -223,7 +225,7 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
             report::fatal("free(): double free detected (pending remote free)", p);
         }
         if mine {
-            return free_checked(p, s, s, h, key);
+            return free_checked(p, s, h, key);
         }
         free_remote(p, s, h, key);
         Freed::Done
@@ -302,9 +304,10 @@ pub unsafe fn checked_size(
 pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Pages<'_>) {
     // SAFETY: forwarded contract: p's page is a slab page.
     unsafe {
-        let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
+        let d = desc_of(p as usize);
+        let s = (*d).head.load(Relaxed).cast::<Slab>();
         let h: *const Heap = o.heap();
-        let mut left = free(p, s, s, h, key);
+        let mut left = free(p, d, h, key);
         if left == Freed::Slow {
             left = free_slow(p, s, h, key);
         }

@@ -56,4 +56,4 @@ pub use free::{
 };
 pub use heap::{Heap, Owned};
 pub use heaps::HeapRegistry;
-pub use slab::{free_view, Slab};
+pub use slab::Slab;

@@ -126,6 +126,7 @@ const _: () = {
     assert!(offset_of!(Slab, next) == offset_of!(Page, next));
     assert!(offset_of!(Slab, prev) == offset_of!(Page, prev));
     assert!(offset_of!(Slab, head) == offset_of!(Page, head));
+    assert!(offset_of!(Slab, capacity) == crate::page::OBJECT_CAPACITY_OFFSET);
 };
 
 // SAFETY: a Slab is only reached through raw pointers whose use follows
@@ -250,8 +251,13 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
 /// time went to those two dependent cache misses and the object's.
 /// Nothing else of a tail is valid; the head is its own view.
 ///
+/// Any other descriptor may be seen through this view by the object
+/// check alone ([`object_at`]), which fails there: its `capacity` is zero
+/// ([`Page::object_capacity`]).
+///
 /// # Safety
-/// `d` is the descriptor of a page of a live slab (its `head` non-null).
+/// `d` is a page descriptor of our sections; only the object check may
+/// read it unless `d` is a live slab's (its `head` non-null).
 #[inline(always)]
 pub unsafe fn free_view(d: *mut Page) -> *mut Slab {
     d.cast::<Slab>()
