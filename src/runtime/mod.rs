@@ -40,9 +40,7 @@ pub mod thread;
 pub mod tick;
 pub mod tls;
 
-pub use paths::{
-    alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge, trim,
-};
+pub use paths::{alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge, trim};
 pub use process::{configure_once, ensure_init, free_key, pages_of, HEAPS, PAGES};
 pub use report::{
     check_invariants, check_invariants_quiescent, print_stats, report_json_to, report_to, stats,

@@ -10,9 +10,9 @@
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
+use crate::page::Page;
 use crate::page_alloc::Pages;
 use crate::report;
-use crate::page::Page;
 use crate::section::desc_of;
 
 use super::heap::{Heap, Owned};
@@ -118,7 +118,13 @@ pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize)
 /// As [`free`], and `d` is a live slab's page (its `head` non-null: a
 /// page-granular block's class field would pass the size test).
 #[inline(always)]
-pub unsafe fn free_sized(p: *mut u8, d: *mut Page, h: *const Heap, key: usize, class: usize) -> Freed {
+pub unsafe fn free_sized(
+    p: *mut u8,
+    d: *mut Page,
+    h: *const Heap,
+    key: usize,
+    class: usize,
+) -> Freed {
     // SAFETY: as in `free`; the caller vouches that p starts a block of at
     // least the size of `class`, which the slab's class confirms holds.
     unsafe {
