@@ -69,18 +69,27 @@ impl Owned<'_> {
             loop {
                 let cur = self.local.current[class];
                 if cur != empty_slab() {
+                    // Objects freed before (own or remote list), or fresh
+                    // ones from the untouched tail.
+                    let mut fresh = false;
                     if (*cur).free.is_null() {
                         let n = slab::collect_thread_free(cur);
                         self.note_collected(cur, n);
-                        if n == 0 && !slab::extend(cur) {
-                            if !slab::mark_full(cur) {
-                                continue; // remote frees arrived meanwhile
+                        if n == 0 {
+                            fresh = slab::extend(cur);
+                            if !fresh {
+                                if !slab::mark_full(cur) {
+                                    continue; // remote frees arrived meanwhile
+                                }
+                                self.local.current[class] = empty_slab();
                             }
-                            self.local.current[class] = empty_slab();
                         }
                     }
                     if self.local.current[class] == cur {
                         let (head, n) = slab::take_all(cur);
+                        if !fresh {
+                            self.local.lifetimes.objects_reused(class, n);
+                        }
                         bump(
                             &self.heap.small_taken,
                             u64::from(n) * u64::from(CLASS_SIZE[class]),
