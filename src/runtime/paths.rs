@@ -275,14 +275,8 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
     let key = process::free_key();
     // SAFETY: forwarded contract for the free; h is this thread's heap.
     unsafe {
-        let mut left = slab::free(p, Slab::page(s), h, key);
-        if left == Freed::Slow {
-            left = slab::free_slow(p, s, h, key);
-        }
-        match left {
-            Freed::Remote => slab::free_remote(p, s, h, key),
-            Freed::SlabChanged => slab_changed(h, s),
-            Freed::Done | Freed::Slow => {}
+        if slab::free_by_every_path(p, s, h, key) {
+            slab_changed(h, s);
         }
     }
 }

@@ -105,11 +105,9 @@ const fn build_orders() -> [u8; NR_CLASSES] {
                 best_waste_per_mille = per_mille;
                 best = order;
                 found = true;
-            } else if !found && n >= 4 {
-                if per_mille < best_waste_per_mille {
-                    best = order;
-                    best_waste_per_mille = per_mille;
-                }
+            } else if !found && n >= 4 && per_mille < best_waste_per_mille {
+                best = order;
+                best_waste_per_mille = per_mille;
             }
             order += 1;
         }

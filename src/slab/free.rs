@@ -301,6 +301,32 @@ pub unsafe fn checked_size(
     }
 }
 
+/// Frees object `p` of slab `s` from the thread whose heap is `h` by
+/// every path a free may take — the fast path, then the slow path's checks
+/// (a report and abort for a bad pointer or a double free), the send back
+/// to another heap's slab — and returns whether `h`'s owner must move the
+/// slab ([`Freed::SlabChanged`]; the caller does, with the handle it has).
+/// For the frees that do not come through `malloc::free` and the runtime's
+/// `finish_free`: a traced free, and the tests' and the replay's.
+///
+/// # Safety
+/// As [`free`]; `s` is the slab head of `p`'s page.
+pub unsafe fn free_by_every_path(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let mut left = free(p, Slab::page(s), h, key);
+        if left == Freed::Slow {
+            left = free_slow(p, s, h, key);
+        }
+        match left {
+            Freed::Remote => free_remote(p, s, h, key),
+            Freed::SlabChanged => return true,
+            Freed::Done | Freed::Slow => {}
+        }
+        false
+    }
+}
+
 /// Frees small object `p` as the owner of `o` would from its thread,
 /// slow path included (tests and the replay, which drive heaps as values).
 ///
@@ -310,17 +336,9 @@ pub unsafe fn checked_size(
 pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Pages<'_>) {
     // SAFETY: forwarded contract: p's page is a slab page.
     unsafe {
-        let d = desc_of(p as usize);
-        let s = (*d).head.load(Relaxed).cast::<Slab>();
-        let h: *const Heap = o.heap();
-        let mut left = free(p, d, h, key);
-        if left == Freed::Slow {
-            left = free_slow(p, s, h, key);
-        }
-        match left {
-            Freed::Remote => free_remote(p, s, h, key),
-            Freed::SlabChanged => o.slab_given_back(s, pages),
-            Freed::Done | Freed::Slow => {}
+        let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
+        if free_by_every_path(p, s, o.heap(), key) {
+            o.slab_given_back(s, pages);
         }
     }
 }

@@ -51,8 +51,8 @@ pub mod slab;
 
 pub use check::check_quiescent;
 pub use free::{
-    checked_size, free, free_checked, free_keyed_or_own, free_owned, free_remote, free_sized,
-    free_slow, try_free_remote, Freed,
+    checked_size, free, free_by_every_path, free_checked, free_keyed_or_own, free_owned,
+    free_remote, free_sized, try_free_remote, Freed,
 };
 pub use heap::{Heap, Owned};
 pub use heaps::HeapRegistry;
