@@ -10,8 +10,10 @@
 //!
 //! Each class lives in slabs of order 0..=3 chosen to waste little of the
 //! slab: the smallest order that holds at least sixteen objects with a
-//! tail of at most 1/16 of the slab, else the order with the least waste
-//! among those holding four. Four classes cannot do better at order ≤ 3 (3328:
+//! tail of at most 1/16 of the slab (for classes of at most 64 bytes the
+//! largest such order that wastes least: 32 KiB, see
+//! [`LARGEST_ORDER_MAX_SIZE`]), else the order with the least waste among
+//! those holding four. Four classes cannot do better at order ≤ 3 (3328:
 //! 8.6%, 7168: 12.5%, 5632: 14.1%, 6656: 18.8%); the pagesets only cache
 //! orders ≤ 3, so we keep the 12.5% internal-waste spacing and accept
 //! those tails.
