@@ -188,8 +188,8 @@ pub struct Page {
 
 const _: () = assert!(core::mem::size_of::<Page>() == PAGE_DESC_SIZE);
 
-/// Where a slab's descriptors keep `capacity` ([`Page::object_capacity`]).
-pub const OBJECT_CAPACITY_OFFSET: usize = PAGE_DESC_SIZE - 2;
+/// Where a slab's descriptors keep `reserved` ([`Page::object_bound`]).
+pub const OBJECT_BOUND_OFFSET: usize = PAGE_DESC_SIZE - 4;
 
 // SAFETY: a Page is only reached through raw pointers whose use follows the
 // ownership rules in the module docs; the cross-thread fields are atomics.
@@ -231,19 +231,20 @@ impl Page {
         MigrateType::from_index(self.migratetype as usize)
     }
 
-    /// Bytes [`OBJECT_CAPACITY_OFFSET`].. of the descriptor: the slab
-    /// view's `capacity`, which the free fast path's object check compares
-    /// with. Zero in every descriptor that is not a live slab's head or
-    /// tail (no other view writes these bytes and `reset` clears them), so
-    /// on any other page that check fails without a test of the kind.
+    /// Bytes [`OBJECT_BOUND_OFFSET`].. of the descriptor: the slab
+    /// view's `reserved` (objects carved), which the free fast path's
+    /// object check compares with. Zero in every descriptor that is not a
+    /// live slab's head or tail (no other view writes these bytes and
+    /// `reset` clears them), so on any other page that check fails
+    /// without a test of the kind.
     #[inline]
-    pub fn object_capacity(&self) -> u16 {
+    pub fn object_bound(&self) -> u16 {
         // SAFETY: the two bytes lie inside the descriptor (asserted below)
         // and are plain data in every view.
         unsafe {
             (self as *const Page)
                 .cast::<u8>()
-                .add(OBJECT_CAPACITY_OFFSET)
+                .add(OBJECT_BOUND_OFFSET)
                 .cast::<u16>()
                 .read()
         }

@@ -172,6 +172,10 @@ fn bad_frees_abort_with_one_line() {
         ("invalid_free_heap_unmapped", "free(): invalid pointer 0x"),
         ("invalid_free_heap_metadata", "free(): invalid pointer 0x"),
         ("invalid_free_wild", "free(): invalid pointer 0x"),
+        (
+            "invalid_free_uncarved",
+            "free(): invalid pointer (not the start of a block) 0x",
+        ),
         ("invalid_free_top_bit_first", "free(): invalid pointer 0x"),
         (
             "invalid_free_top_bit_small_as",

@@ -173,6 +173,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                         (*v).obj_inverse,
                         (*v).obj_shift,
                         (*v).capacity,
+                        (*v).reserved,
                         Slab::fixed_owner(v),
                     ),
                     (
@@ -181,6 +182,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                         (*s).obj_inverse,
                         (*s).obj_shift,
                         (*s).capacity,
+                        (*s).reserved,
                         Slab::fixed_owner(s),
                     ),
                     "a tail's free view differs from its head"

@@ -44,7 +44,7 @@ pub enum Freed {
 /// the slab's own list.
 ///
 /// The object check reads `d` as a slab's free view ([`slab::free_view`]):
-/// only a slab's descriptors have a non-zero `capacity`, so on any other
+/// only a live slab's descriptors have a non-zero `reserved`, so on any other
 /// page the check fails and the caller's slow path sorts it out (a
 /// page-granular block, or a report). The fast path needs no test of
 /// `head` for that.
@@ -57,7 +57,7 @@ pub enum Freed {
 #[inline(always)]
 pub unsafe fn free(p: *mut u8, d: *mut Page, h: *const Heap, key: usize) -> Freed {
     // SAFETY: d is readable (contract) and a slab's free view if the
-    // object check passes (only those have a capacity); the check proves
+    // object check passes (only those have carved objects); the check proves
     // p starts an object of it before we read p or write.
     unsafe {
         let v = slab::free_view(d);

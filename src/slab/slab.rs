@@ -111,7 +111,10 @@ pub struct Slab {
     pub obj_shift: u8,
     /// The class's `classes::ClassInfo` `inverse`.
     pub obj_inverse: u16,
-    /// Objects carved so far (the rest is untouched).
+    /// Objects carved so far (the rest is untouched): the free path's
+    /// object check takes only these as objects, so a free of a slot never
+    /// handed out is refused. Kept in every tail's free view too
+    /// ([`set_reserved`]).
     pub reserved: u16,
     /// Objects the slab holds.
     pub capacity: u16,
@@ -126,7 +129,7 @@ const _: () = {
     assert!(offset_of!(Slab, next) == offset_of!(Page, next));
     assert!(offset_of!(Slab, prev) == offset_of!(Page, prev));
     assert!(offset_of!(Slab, head) == offset_of!(Page, head));
-    assert!(offset_of!(Slab, capacity) == crate::page::OBJECT_CAPACITY_OFFSET);
+    assert!(offset_of!(Slab, reserved) == crate::page::OBJECT_BOUND_OFFSET);
 };
 
 // SAFETY: a Slab is only reached through raw pointers whose use follows
@@ -243,17 +246,32 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
     }
 }
 
+/// Sets how many objects of slab `s` are carved, in its head and every
+/// tail's free view (the object check's bound, see [`object_at`]).
+///
+/// # Safety
+/// The caller owns the slab.
+unsafe fn set_reserved(s: *mut Slab, reserved: u16) {
+    // SAFETY: forwarded contract: the head and its tails are the caller's.
+    unsafe {
+        (*s).reserved = reserved;
+        for i in 1..(1usize << (*s).order) {
+            (*desc_of(Slab::base(s) + i * PAGE_SIZE).cast::<Slab>()).reserved = reserved;
+        }
+    }
+}
+
 /// Page descriptor `d` of a slab's page seen as a slab: its *free view*. A tail page's descriptor keeps copies of what the free
 /// fast path reads — the object check's `base_mul`, `obj_inverse`,
-/// `obj_shift` and `capacity`, the `owner` and the `class` — written with
-/// the head's (`init`, `set_class`), so a free reads one descriptor, not
+/// `obj_shift`, `capacity` and `reserved`, the `owner` and the `class` —
+/// written with the head's (`init`, `set_class`, `set_reserved`), so a free reads one descriptor, not
 /// the page's and then its head's: on sh8bench two thirds of the frees'
 /// time went to those two dependent cache misses and the object's.
 /// Nothing else of a tail is valid; the head is its own view.
 ///
 /// Any other descriptor may be seen through this view by the object
-/// check alone ([`object_at`]), which fails there: its `capacity` is zero
-/// ([`Page::object_capacity`]).
+/// check alone ([`object_at`]), which fails there: its `reserved` is zero
+/// ([`Page::object_bound`]).
 ///
 /// # Safety
 /// `d` is a page descriptor of our sections; only the object check may
@@ -264,7 +282,10 @@ pub unsafe fn free_view(d: *mut Page) -> *mut Slab {
 }
 
 /// The index of the object of slab `s` that starts at `p`, if one does
-/// (one multiply and one subtraction, no table: see `classes::ClassInfo`).
+/// and it was carved (one multiply and one subtraction, no table: see
+/// `classes::ClassInfo`): a slot of the untouched tail was never handed
+/// out, so freeing it is refused — else the slot, pushed on a bin and
+/// later carved again, would be handed out twice.
 ///
 /// # Safety
 /// `s` is a live slab and `p` lies in its pages.
@@ -277,7 +298,7 @@ pub unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
                 .wrapping_mul((*s).obj_inverse)
                 .wrapping_sub((*s).base_mul),
             (*s).obj_shift,
-            (*s).capacity,
+            (*s).reserved,
         )
     }
 }
@@ -310,7 +331,7 @@ pub unsafe fn reinit(s: *mut Slab, class: usize) {
         debug_assert_eq!(super::classes::SLAB_ORDER[class], (*s).order);
         debug_assert_eq!((*s).thread_free.load(Relaxed), 0);
         set_class(s, class);
-        (*s).reserved = 0;
+        set_reserved(s, 0);
         (*s).free = core::ptr::null_mut();
     }
 }
@@ -396,7 +417,8 @@ pub unsafe fn extend(s: *mut Slab) -> bool {
         let base = Slab::base(s) + first * size;
         // Link the new objects in address order, ending in the old list.
         // They get no free key: only a block that was handed out and freed
-        // carries one (freeing a block never handed out is not detected).
+        // carries one (freeing a block carved but never handed out is not
+        // detected; one not carved yet fails the object check).
         let mut next = (*s).free;
         for i in (0..n).rev() {
             let obj = FreeObject::at((base + i * size) as *mut u8);
@@ -404,7 +426,7 @@ pub unsafe fn extend(s: *mut Slab) -> bool {
             next = obj.addr();
         }
         (*s).free = next;
-        (*s).reserved = (first + n) as u16;
+        set_reserved(s, (first + n) as u16);
         true
     }
 }

@@ -170,6 +170,13 @@ int main(int argc, char **argv) {
         CHECK(setrlimit(RLIMIT_AS, &r) == 0);
         CHECK(opaque(malloc(64)) != NULL);
         free(opaque((void *)(((uintptr_t)1 << 63) + (200u << 20))));
+    } else if (eq(c, "invalid_free_uncarved")) {
+        /* The last slot of a fresh 16-byte slab (32 KiB, aligned to its
+         * size, carved a page at a time): never handed out. Accepted, it
+         * would be carved again later and handed out twice. */
+        char *p = opaque(malloc(16));
+        uintptr_t base = (uintptr_t)p & ~(((uintptr_t)32 << 10) - 1);
+        free(opaque((void *)(base + (32u << 10) - 16)));
     } else if (eq(c, "invalid_free_wild")) {
         free(opaque((void *)~(uintptr_t)0xf));
     } else if (eq(c, "interior_small")) {

@@ -138,17 +138,19 @@ impl Zone {
                         }
                     }
                     // Only a slab's descriptors pass the free fast path's
-                    // object check (see Page::object_capacity).
-                    let is_slab = kind == PageKind::Slab;
-                    for i in 0..pages {
-                        let t = desc_of(a + i * PAGE_SIZE);
-                        // SAFETY: committed descriptor; lock held.
-                        let cap = unsafe { (*t).object_capacity() };
-                        assert!(
-                            is_slab == (cap != 0),
-                            "page {:#x} of a {kind:?} block has object capacity {cap}",
-                            a + i * PAGE_SIZE
-                        );
+                    // object check (see Page::object_bound).
+                    if kind != PageKind::Slab {
+                        for i in 0..pages {
+                            let t = desc_of(a + i * PAGE_SIZE);
+                            // SAFETY: committed descriptor; lock held.
+                            let bound = unsafe { (*t).object_bound() };
+                            assert_eq!(
+                                bound,
+                                0,
+                                "page {:#x} of a {kind:?} block has an object bound",
+                                a + i * PAGE_SIZE
+                            );
+                        }
                     }
                     for i in 1..pages {
                         let t = desc_of(a + i * PAGE_SIZE);
