@@ -118,7 +118,7 @@ pub unsafe fn finish_free(p: *mut u8, d: *mut Page, left: Freed) {
             Freed::Done => {}
             Freed::SlabChanged => slab_changed(tls::heap(), (*d).head.load(Relaxed).cast()),
             Freed::Remote => free_small_remote(p, d),
-            Freed::Slow => free_slow(p, d),
+            Freed::Slow => free_off_slab_or_slow(p, d),
         }
     }
 }
@@ -132,7 +132,7 @@ pub unsafe fn finish_free(p: *mut u8, d: *mut Page, left: Freed) {
 /// freeing `p`.
 #[cold]
 #[inline(never)]
-unsafe fn free_slow(p: *mut u8, d: *mut Page) {
+unsafe fn free_off_slab_or_slow(p: *mut u8, d: *mut Page) {
     // SAFETY: descriptors of our sections are readable; forwarded contract.
     unsafe {
         let s = (*d).head.load(Relaxed).cast::<Slab>();

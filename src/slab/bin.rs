@@ -179,53 +179,6 @@ impl Bins {
         }
     }
 
-    /// Takes room for one object on the bin of `class` and says whether
-    /// there was any: the free fast path's test and the bin's count in one
-    /// decrement (`decl` and a branch on its sign). A false return has
-    /// taken room that was not there; [`give_room_back`](Self::give_room_back)
-    /// returns it.
-    ///
-    /// # Safety
-    /// `class < NR_CLASSES` (unchecked: the fast path's index).
-    #[inline(always)]
-    pub unsafe fn take_room(&self, class: usize) -> bool {
-        debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range (contract).
-        let r = unsafe { self.room.get_unchecked(class) };
-        let left = r.load(Relaxed) - 1;
-        r.store(left, Relaxed);
-        left >= 0
-    }
-
-    /// Undoes a [`take_room`](Self::take_room) that found no room.
-    ///
-    /// # Safety
-    /// `class < NR_CLASSES`.
-    #[inline(always)]
-    pub unsafe fn give_room_back(&self, class: usize) {
-        // SAFETY: forwarded contract.
-        unsafe { self.add_room_unchecked(class, 1) }
-    }
-
-    /// Pushes free object `p` on the bin of `class` after a
-    /// [`take_room`](Self::take_room) that found room, marking it with
-    /// `key`.
-    ///
-    /// # Safety
-    /// As [`push`](Self::push), and the room is taken.
-    #[inline(always)]
-    pub unsafe fn push_taken(&mut self, class: usize, p: *mut u8, key: usize) {
-        debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range; p is ours to relink (contract).
-        unsafe {
-            let head = self.heads.get_unchecked_mut(class);
-            let obj = FreeObject::at(p);
-            obj.set_next(*head);
-            obj.mark(key);
-            *head = p;
-        }
-    }
-
     /// Pushes free object `p` on the bin of `class`, marking it with `key`.
     ///
     /// # Safety

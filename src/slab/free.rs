@@ -95,11 +95,10 @@ pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize)
         }
         let class = (*v).class as usize;
         let bins = Heap::bins(h);
-        if (*bins).take_room(class) {
-            (*bins).push_taken(class, p, key);
+        if (*bins).has_room(class) {
+            (*bins).push(class, p, key);
             return Freed::Done;
         }
-        (*bins).give_room_back(class);
         let s = (*v).head.load(Relaxed);
         if Heap::give_back_to_slab(&*h, p, s, class, key) {
             return Freed::SlabChanged;
