@@ -583,6 +583,92 @@ fn concurrent_frees_and_ticks_keep_the_dirty_limit_accounting_whole() {
 /// on the thief, neither list's tuning sees it, and the zone is not asked.
 /// A block of a class more than two classes larger is not taken.
 #[test]
+fn a_large_steal_brings_a_batch_and_leaves_the_victim_half() {
+    use pcpalloc::internals::{PageAllocator, NO_LIMIT};
+    let pa = Box::new(PageAllocator::new());
+    let mut cfg = ZoneConfig::with_limit(NO_LIMIT);
+    cfg.size = 1 << 30;
+    pa.zone.configure(&cfg);
+    assert!(pa.pagesets.init_cpu_sets(2, false));
+    let (ps0, ps1) = (pa.pagesets.cpu_pageset(0), pa.pagesets.cpu_pageset(1));
+    let (on0, on1) = (pa.through(ps0, false), pa.through(ps1, false));
+    let class = class_of(10);
+    // CPU 0 frees eight blocks of 10 pages (a consumer's CPU); its lists
+    // also cache what its refills took beyond each request.
+    let blocks: Vec<_> = (0..8).map(|_| on0.alloc_large(class).0).collect();
+    for &b in &blocks {
+        assert!(!b.is_null());
+        // SAFETY: an exact block of the class, ours, written.
+        unsafe {
+            (*b).flags = 0;
+            on0.free_large(b, class);
+        }
+    }
+    let held = ps0.snapshot().1.large_count;
+    assert!(
+        held >= 130,
+        "{held} pages: 13 blocks, room for a batch that leaves half"
+    );
+    let locks = || {
+        pa.zone
+            .lock_stats()
+            .acquisitions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = locks();
+    // CPU 1's miss (a producer's CPU) takes CPU 0's coldest block and
+    // the rest of a batch's worth (63 pages: 6 blocks of 10, as a refill
+    // from the zone takes), cached on CPU 1 in the same lock hold.
+    let (first, c) = on1.alloc_large(class);
+    assert!(!first.is_null());
+    assert_eq!(c, class);
+    assert_eq!(locks(), before, "the zone is not asked");
+    let (c0, c1) = (ps0.snapshot().1, ps1.snapshot().1);
+    assert_eq!((c0.large_count, c1.large_count), (held - 60, 50));
+    assert_eq!((c0.large_steals, c1.large_steals), (0, 1));
+    // The next five requests on CPU 1 are its own hits: no steal, no zone.
+    let mut taken = vec![first];
+    for _ in 0..5 {
+        let (p, c) = on1.alloc_large(class);
+        assert!(!p.is_null());
+        assert_eq!(c, class);
+        taken.push(p);
+    }
+    assert_eq!(locks(), before);
+    assert_eq!(ps1.snapshot().1.large_steals, 1);
+    assert_eq!(ps1.snapshot().1.large_count, 0);
+    // A steal leaves the victim at least half its list: with 3 blocks on
+    // CPU 0's list, CPU 1's next miss takes 1 and one more.
+    while ps0.snapshot().1.large_count > 30 {
+        let (p, _) = on0.alloc_large(class);
+        taken.push(p);
+    }
+    let (p, _) = on1.alloc_large(class);
+    taken.push(p);
+    assert_eq!(
+        (ps0.snapshot().1.large_count, ps1.snapshot().1.large_count),
+        (10, 10)
+    );
+    assert_eq!(locks(), before);
+    let mut uniq = taken.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), taken.len(), "distinct blocks");
+    for p in taken {
+        // SAFETY: ours, unused.
+        unsafe {
+            (*p).flags = 0;
+            on1.free_large(p, class);
+        }
+    }
+    pa.drain_all();
+    let walk = pa.zone.check_invariants();
+    assert_eq!((walk.pcp, walk.used), (0, 0));
+    // SAFETY: the test is over; nothing uses the zone any more.
+    unsafe { pa.zone.destroy() };
+}
+
+#[test]
 fn a_large_miss_takes_another_cpus_block_before_the_zone() {
     use pcpalloc::internals::{PageAllocator, NO_LIMIT};
     let pa = Box::new(PageAllocator::new());

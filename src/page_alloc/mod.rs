@@ -185,7 +185,7 @@ impl<'a> Pages<'a> {
             || self.alloc.knobs(),
             self.owner,
             // A thread's own pageset is not a CPU's: it takes from none.
-            |class| self.alloc.pagesets.steal_large(ps, class),
+            |class, more, extra| self.alloc.pagesets.steal_large(ps, class, more, extra),
         );
         if p.is_null() {
             return self.alloc_large_slow(class);

@@ -152,12 +152,35 @@ impl LargeLists {
 
     /// Gives another pageset, whose lists had no block of `class`, one of
     /// `class` or a class up to `LARGE_STEP_UP` larger: the coldest, so
-    /// what this CPU reuses next stays. Not counted as an allocation here
-    /// (these lists' tuning follows this CPU's own requests); the thief
-    /// counts the steal. Returns the head, with kind `None`, and the
-    /// block's class; null if none.
-    pub fn steal(&mut self, class: usize) -> (*mut Page, usize) {
-        self.pop_fitting(class, true)
+    /// what this CPU reuses next stays; and up to `more` further blocks of
+    /// that block's class onto `extra`, no more than half of what that list
+    /// held, for the thief to cache — a consumer's CPU feeds a producer's
+    /// in batches, one lock hold each, as a refill from the zone would.
+    /// Not counted as an allocation here (these lists' tuning follows this
+    /// CPU's own requests); the thief counts the steal. Returns the head,
+    /// with kind `None`, and the block's class; null if none.
+    pub fn steal(&mut self, class: usize, more: usize, extra: &mut PageList) -> (*mut Page, usize) {
+        let (p, c) = self.pop_fitting(class, true);
+        if p.is_null() || more == 0 {
+            return (p, c);
+        }
+        let pages = class_pages(c);
+        let list = &mut self.lists[c];
+        let mut left = list.len();
+        let mut n = 0;
+        while n < more && n < left {
+            // SAFETY: the list holds our PcpLarge blocks; a popped block
+            // is ours and goes on `extra`, the thief's.
+            unsafe {
+                let q = list.pop_back();
+                (*q).set_kind(PageKind::None);
+                extra.push_front(q);
+            }
+            self.count -= pages;
+            left -= 1;
+            n += 1;
+        }
+        (p, c)
     }
 
     /// Pops a block of `class` or of a class up to `LARGE_STEP_UP`
@@ -235,6 +258,35 @@ impl LargeLists {
             }
         }
         (p, class)
+    }
+
+    /// Caches the blocks of class `class` that [`steal`](Self::steal)
+    /// took from another pageset's lists for this one.
+    ///
+    /// # Safety
+    /// Every block of `blocks` heads an exact block of
+    /// `class_pages(class)` pages the caller owns and hands over; its
+    /// other descriptors are `None`.
+    pub unsafe fn adopt(&mut self, blocks: &mut PageList, class: usize) {
+        let pages = class_pages(class);
+        while !blocks.is_empty() {
+            // SAFETY: forwarded contract.
+            unsafe {
+                let q = blocks.pop_front();
+                self.cache(q, class, pages);
+            }
+        }
+    }
+
+    /// How many blocks of `class` beyond the one a miss takes a steal may
+    /// bring, as a refill from the zone would take: a batch's worth, up to
+    /// [`LARGE_REFILL_MAX`], within `high` (at least `high_min`, or
+    /// [`LARGE_HIGH_MIN_PAGES`] before the first refill sets it).
+    pub fn steal_more(&self, class: usize, batch: usize) -> usize {
+        let pages = class_pages(class);
+        let high = self.high.max(self.high_min).max(LARGE_HIGH_MIN_PAGES);
+        let room = high.saturating_sub(self.count) / pages;
+        (batch / pages).clamp(1, LARGE_REFILL_MAX).min(room + 1) - 1
     }
 
     /// Puts block `p` of class `class` on its list.

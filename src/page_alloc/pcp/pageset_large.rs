@@ -7,7 +7,7 @@
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
-use crate::page::Page;
+use crate::page::{Page, PageList};
 use crate::page_alloc::classes::{class_pages, migratetype_for};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::{Grow, Zone};
@@ -31,12 +31,14 @@ impl Pageset {
         knobs: impl Fn() -> Knobs,
         owner: bool,
     ) -> (*mut Page, usize) {
-        self.alloc_large_or_steal(zone, class, knobs, owner, |c| (ptr::null_mut(), c))
+        self.alloc_large_or_steal(zone, class, knobs, owner, |c, _, _| (ptr::null_mut(), c))
     }
 
     /// [`alloc_large`](Self::alloc_large), where a miss on the lists asks
     /// `steal` for a block of the class from another pageset before it
-    /// refills from the zone (`PagesetPool::steal_large`).
+    /// refills from the zone (`PagesetPool::steal_large`): `steal(class,
+    /// more, extra)` may put up to `more` further blocks of the class it
+    /// returns on `extra`, which this pageset's lists then cache.
     #[inline]
     pub fn alloc_large_or_steal(
         &self,
@@ -44,7 +46,7 @@ impl Pageset {
         class: usize,
         knobs: impl Fn() -> Knobs,
         owner: bool,
-        steal: impl FnOnce(usize) -> (*mut Page, usize),
+        steal: impl FnOnce(usize, usize, &mut PageList) -> (*mut Page, usize),
     ) -> (*mut Page, usize) {
         let Some(mut g) = self.enter(owner) else {
             return self.alloc_large_busy(zone, class);
@@ -55,23 +57,48 @@ impl Pageset {
             g.c.pgalloc += class_pages(c) as u64;
             return (p, c);
         }
-        let (p, c) = steal(class);
+        Self::steal_or_refill(&mut g, zone, class, &knobs, steal)
+    }
+
+    /// [`alloc_large_or_steal`](Self::alloc_large_or_steal)'s miss.
+    #[cold]
+    #[inline(never)]
+    fn steal_or_refill(
+        g: &mut PagesetGuard<'_>,
+        zone: &Zone,
+        class: usize,
+        knobs: &impl Fn() -> Knobs,
+        steal: impl FnOnce(usize, usize, &mut PageList) -> (*mut Page, usize),
+    ) -> (*mut Page, usize) {
+        let more = g.large.steal_more(class, zone.pcp_params().batch as usize);
+        let mut extra = PageList::new();
+        let (p, c) = steal(class, more, &mut extra);
         if !p.is_null() {
             g.large.c.steals += 1;
             g.c.pgalloc += class_pages(c) as u64;
+            // SAFETY: steal handed over these blocks of class c, whole and
+            // no longer on any list.
+            unsafe { g.large.adopt(&mut extra, c) };
             return (p, c);
         }
-        Self::refill_large(&mut g, zone, class, &knobs())
+        debug_assert!(extra.is_empty());
+        Self::refill_large(g, zone, class, &knobs())
     }
 
     /// A block of `class`, or of a class up to two larger, from this
     /// pageset's large lists for another pageset's miss — if its lock is
     /// free at once (it is never waited for, so a thief holding its own
-    /// pageset's lock cannot deadlock with another). Null and `class`
-    /// otherwise.
-    pub fn steal_large(&self, class: usize) -> (*mut Page, usize) {
+    /// pageset's lock cannot deadlock with another) — and up to `more`
+    /// further blocks of its class on `extra` (`LargeLists::steal`). Null
+    /// and `class` otherwise.
+    pub fn steal_large(
+        &self,
+        class: usize,
+        more: usize,
+        extra: &mut PageList,
+    ) -> (*mut Page, usize) {
         match self.enter(false) {
-            Some(mut g) => g.large.steal(class),
+            Some(mut g) => g.large.steal(class, more, extra),
             None => (ptr::null_mut(), class),
         }
     }
