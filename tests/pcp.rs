@@ -577,19 +577,94 @@ fn concurrent_frees_and_ticks_keep_the_dirty_limit_accounting_whole() {
     assert!(c.balance_dirty > 0);
 }
 
-/// A miss on one CPU's large lists takes a block of the class from
-/// another CPU's lists before it refills from the zone: the block a thread
-/// on CPU 0 freed serves a request on CPU 1 as it is. The steal is counted
-/// on the thief, neither list's tuning sees it, and the zone is not asked.
-/// A block of a class more than two classes larger is not taken.
-#[test]
-fn a_large_steal_brings_a_batch_and_leaves_the_victim_half() {
+/// A page allocator of 1 GiB without a limit and with two CPU pagesets.
+fn two_cpu_allocator() -> Box<pcpalloc::internals::PageAllocator> {
     use pcpalloc::internals::{PageAllocator, NO_LIMIT};
     let pa = Box::new(PageAllocator::new());
     let mut cfg = ZoneConfig::with_limit(NO_LIMIT);
     cfg.size = 1 << 30;
     pa.zone.configure(&cfg);
     assert!(pa.pagesets.init_cpu_sets(2, false));
+    pa
+}
+
+/// Drains every pageset of `pa`, checks that nothing is left cached or in
+/// use, and unmaps the zone.
+fn drain_and_destroy(pa: Box<pcpalloc::internals::PageAllocator>) {
+    pa.drain_all();
+    let walk = pa.zone.check_invariants();
+    assert_eq!((walk.pcp, walk.used), (0, 0));
+    // SAFETY: the test is over; nothing uses the zone any more.
+    unsafe { pa.zone.destroy() };
+}
+
+/// A miss on one CPU's large lists takes a block of the class from
+/// another CPU's lists before it refills from the zone: the block a thread
+/// on CPU 0 freed serves a request on CPU 1 as it is. The steal is counted
+/// on the thief, neither list's tuning sees it, and the zone is not asked.
+/// A block of a class more than two classes larger is not taken.
+#[test]
+fn a_large_miss_takes_another_cpus_block_before_the_zone() {
+    let pa = two_cpu_allocator();
+    let (ps0, ps1) = (pa.pagesets.cpu_pageset(0), pa.pagesets.cpu_pageset(1));
+    let (on0, on1) = (pa.through(ps0, false), pa.through(ps1, false));
+    let class = class_of(10);
+    let (a, c) = on0.alloc_large(class);
+    assert!(!a.is_null());
+    assert_eq!(c, class);
+    // SAFETY: an exact block of the class, ours, written.
+    unsafe {
+        (*a).flags = 0;
+        on0.free_large(a, class);
+    }
+    let refills = |ps: &Pageset| ps.snapshot().1.large_refill_pages;
+    let (before0, before1) = (refills(ps0), refills(ps1));
+    let locks = pa
+        .zone
+        .lock_stats()
+        .acquisitions
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let (b, c) = on1.alloc_large(class);
+    assert_eq!((b, c), (a, class), "CPU 1 takes CPU 0's block");
+    assert_eq!(
+        pa.zone
+            .lock_stats()
+            .acquisitions
+            .load(std::sync::atomic::Ordering::Relaxed),
+        locks,
+        "the zone is not asked"
+    );
+    assert_eq!((refills(ps0), refills(ps1)), (before0, before1));
+    let (c0, c1) = (ps0.snapshot().1, ps1.snapshot().1);
+    assert_eq!((c0.large_steals, c1.large_steals), (0, 1));
+    assert_eq!((c0.large_count, c1.large_count), (0, 0));
+    // A block three classes up stays where it is: CPU 1 refills.
+    let (big, _) = on0.alloc_large(class + 3);
+    // SAFETY: as above.
+    unsafe {
+        (*big).flags = 0;
+        on0.free_large(big, class + 3);
+        (*b).flags = 0;
+    }
+    let (d, _) = on1.alloc_large(class);
+    assert_ne!(d, big);
+    assert_eq!(ps1.snapshot().1.large_steals, 1);
+    assert!(refills(ps1) > before1, "CPU 1 refilled from the zone");
+    // SAFETY: ours, unused.
+    unsafe {
+        on1.free_large(b, class);
+        (*d).flags = 0;
+        on1.free_large(d, class);
+    }
+    drain_and_destroy(pa);
+}
+
+/// A steal brings the rest of a refill's batch with the block it takes,
+/// cached on the thief in the same lock hold, and leaves the victim at
+/// least half of its list.
+#[test]
+fn a_large_steal_brings_a_batch_and_leaves_the_victim_half() {
+    let pa = two_cpu_allocator();
     let (ps0, ps1) = (pa.pagesets.cpu_pageset(0), pa.pagesets.cpu_pageset(1));
     let (on0, on1) = (pa.through(ps0, false), pa.through(ps1, false));
     let class = class_of(10);
@@ -661,74 +736,5 @@ fn a_large_steal_brings_a_batch_and_leaves_the_victim_half() {
             on1.free_large(p, class);
         }
     }
-    pa.drain_all();
-    let walk = pa.zone.check_invariants();
-    assert_eq!((walk.pcp, walk.used), (0, 0));
-    // SAFETY: the test is over; nothing uses the zone any more.
-    unsafe { pa.zone.destroy() };
-}
-
-#[test]
-fn a_large_miss_takes_another_cpus_block_before_the_zone() {
-    use pcpalloc::internals::{PageAllocator, NO_LIMIT};
-    let pa = Box::new(PageAllocator::new());
-    let mut cfg = ZoneConfig::with_limit(NO_LIMIT);
-    cfg.size = 1 << 30;
-    pa.zone.configure(&cfg);
-    assert!(pa.pagesets.init_cpu_sets(2, false));
-    let (ps0, ps1) = (pa.pagesets.cpu_pageset(0), pa.pagesets.cpu_pageset(1));
-    let (on0, on1) = (pa.through(ps0, false), pa.through(ps1, false));
-    let class = class_of(10);
-    let (a, c) = on0.alloc_large(class);
-    assert!(!a.is_null());
-    assert_eq!(c, class);
-    // SAFETY: an exact block of the class, ours, written.
-    unsafe {
-        (*a).flags = 0;
-        on0.free_large(a, class);
-    }
-    let refills = |ps: &Pageset| ps.snapshot().1.large_refill_pages;
-    let (before0, before1) = (refills(ps0), refills(ps1));
-    let locks = pa
-        .zone
-        .lock_stats()
-        .acquisitions
-        .load(std::sync::atomic::Ordering::Relaxed);
-    let (b, c) = on1.alloc_large(class);
-    assert_eq!((b, c), (a, class), "CPU 1 takes CPU 0's block");
-    assert_eq!(
-        pa.zone
-            .lock_stats()
-            .acquisitions
-            .load(std::sync::atomic::Ordering::Relaxed),
-        locks,
-        "the zone is not asked"
-    );
-    assert_eq!((refills(ps0), refills(ps1)), (before0, before1));
-    let (c0, c1) = (ps0.snapshot().1, ps1.snapshot().1);
-    assert_eq!((c0.large_steals, c1.large_steals), (0, 1));
-    assert_eq!((c0.large_count, c1.large_count), (0, 0));
-    // A block three classes up stays where it is: CPU 1 refills.
-    let (big, _) = on0.alloc_large(class + 3);
-    // SAFETY: as above.
-    unsafe {
-        (*big).flags = 0;
-        on0.free_large(big, class + 3);
-        (*b).flags = 0;
-    }
-    let (d, _) = on1.alloc_large(class);
-    assert_ne!(d, big);
-    assert_eq!(ps1.snapshot().1.large_steals, 1);
-    assert!(refills(ps1) > before1, "CPU 1 refilled from the zone");
-    // SAFETY: ours, unused.
-    unsafe {
-        on1.free_large(b, class);
-        (*d).flags = 0;
-        on1.free_large(d, class);
-    }
-    pa.drain_all();
-    let walk = pa.zone.check_invariants();
-    assert_eq!((walk.pcp, walk.used), (0, 0));
-    // SAFETY: the test is over; nothing uses the zone any more.
-    unsafe { pa.zone.destroy() };
+    drain_and_destroy(pa);
 }

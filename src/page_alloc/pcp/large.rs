@@ -153,8 +153,8 @@ impl LargeLists {
     /// Gives another pageset, whose lists had no block of `class`, one of
     /// `class` or a class up to `LARGE_STEP_UP` larger: the coldest, so
     /// what this CPU reuses next stays; and up to `more` further blocks of
-    /// that block's class onto `extra`, no more than half of what that list
-    /// held, for the thief to cache — a consumer's CPU feeds a producer's
+    /// that block's class onto `extra`, at most half (rounded up) of what
+    /// that list still holds, for the thief to cache — a consumer's CPU feeds a producer's
     /// in batches, one lock hold each, as a refill from the zone would.
     /// Not counted as an allocation here (these lists' tuning follows this
     /// CPU's own requests); the thief counts the steal. Returns the head,
@@ -166,9 +166,7 @@ impl LargeLists {
         }
         let pages = class_pages(c);
         let list = &mut self.lists[c];
-        let mut left = list.len();
-        let mut n = 0;
-        while n < more && n < left {
+        for _ in 0..more.min(list.len().div_ceil(2)) {
             // SAFETY: the list holds our PcpLarge blocks; a popped block
             // is ours and goes on `extra`, the thief's.
             unsafe {
@@ -177,8 +175,6 @@ impl LargeLists {
                 extra.push_front(q);
             }
             self.count -= pages;
-            left -= 1;
-            n += 1;
         }
         (p, c)
     }
@@ -235,10 +231,7 @@ impl LargeLists {
             self.missed -= grow;
             self.high = (self.high + grow).min(high_max);
         }
-        let room = self.high.saturating_sub(self.count) / pages;
-        let want = (params.batch as usize / pages)
-            .clamp(1, LARGE_REFILL_MAX)
-            .min(room + 1);
+        let want = self.batch_blocks(pages, params.batch as usize, self.high);
         let mut got = PageList::new();
         // Never grows the zone: a miss there drains every pageset's large
         // lists before the zone may grow (`Pages::alloc_large`).
@@ -283,10 +276,16 @@ impl LargeLists {
     /// [`LARGE_REFILL_MAX`], within `high` (at least `high_min`, or
     /// [`LARGE_HIGH_MIN_PAGES`] before the first refill sets it).
     pub fn steal_more(&self, class: usize, batch: usize) -> usize {
-        let pages = class_pages(class);
         let high = self.high.max(self.high_min).max(LARGE_HIGH_MIN_PAGES);
+        self.batch_blocks(class_pages(class), batch, high) - 1
+    }
+
+    /// Blocks of `pages` pages one miss takes (the caller's and those
+    /// cached): `batch` pages' worth, 1 to [`LARGE_REFILL_MAX`], and no
+    /// more than the caller's plus what fits under `high`.
+    fn batch_blocks(&self, pages: usize, batch: usize, high: usize) -> usize {
         let room = high.saturating_sub(self.count) / pages;
-        (batch / pages).clamp(1, LARGE_REFILL_MAX).min(room + 1) - 1
+        (batch / pages).clamp(1, LARGE_REFILL_MAX).min(room + 1)
     }
 
     /// Puts block `p` of class `class` on its list.
