@@ -245,15 +245,15 @@ fn remote_frees_reach_the_owner_even_from_full_slabs() {
 
 /// How many freed objects a bin keeps before the owner's frees go
 /// straight back to their slabs: 64 KiB of a class (BIN_BYTES), but no
-/// more than two slabs' worth and 1024 objects (BIN_MAX). The classes of
-/// 16–64 B live in 32 KiB slabs, so BIN_MAX is the bound for them: 1024
-/// objects, which for 64 B is the 64 KiB. Above 64 B two slabs are: 64
+/// more than two slabs' worth and 256 objects (BIN_MAX). The classes of
+/// 16–64 B live in 32 KiB slabs, so BIN_MAX is the bound for them: 256
+/// objects (4 KiB of 16 B, 16 KiB of 64 B). Above 64 B two slabs are: 64
 /// objects of 128 B (one-page slabs of 32).
 #[test]
-fn a_bin_keeps_up_to_64_kib_of_small_objects_within_two_slabs() {
+fn a_bin_keeps_64_kib_two_slabs_or_256_objects_whichever_is_least() {
     let env = Env::new(64 << 20);
     let h = env.heap();
-    for (size, kept) in [(16, 1024), (64, 1024), (128, 64)] {
+    for (size, kept) in [(16, 256), (64, 256), (128, 64)] {
         let class = class_of(size);
         let v = fill(&env, h, size, 3);
         let n = v.len();

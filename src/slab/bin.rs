@@ -56,11 +56,8 @@ pub struct Bins {
 pub const BIN_BYTES: usize = 64 << 10;
 /// Fewest objects a bin may hold.
 pub const BIN_MIN: u32 = 16;
-/// Most objects a bin may hold. It binds only the classes of 16–64 B
-/// (32 KiB slabs; every larger class is held to two slabs' worth first):
-/// 1024 lets the 64 B bin hold [`BIN_BYTES`] and the 16 B one 16 KiB. At
-/// 256 they held 4–16 KiB, and sh6bench's user time was 6% higher.
-pub const BIN_MAX: u32 = 1024;
+/// Most objects a bin may hold.
+pub const BIN_MAX: u32 = 256;
 
 const fn build_limits() -> [u32; NR_CLASSES] {
     let mut l = [0u32; NR_CLASSES];
