@@ -584,7 +584,9 @@ fn grouping_by_lifetime_keeps_long_lived_objects_out_of_churned_pageblocks() {
     // MiB of kept objects among them (128 B: a class of one-page slabs, as
     // the temporaries'; 64 B objects now take 32 KiB slabs, which gather
     // the kept ones in few pageblocks with or without grouping). Measured:
-    // mobility only 14 pinned, 2 whole; by lifetime 7 pinned, 11 whole.
+    // mobility only 14 pinned, 2 whole; by lifetime 3 pinned, 15 whole (7
+    // and 11 while a long-lived class took parked slabs of churned
+    // pageblocks).
     let (pinned_mixed, whole_mixed) = temporaries_and_keepers(false);
     let (pinned, whole) = temporaries_and_keepers(true);
     eprintln!(
@@ -597,11 +599,11 @@ fn grouping_by_lifetime_keeps_long_lived_objects_out_of_churned_pageblocks() {
     // two types; the temporaries of later rounds take pageblocks that
     // empty whole.
     assert!(
-        pinned + 4 <= pinned_mixed,
+        pinned + 8 <= pinned_mixed,
         "{pinned} pageblocks hold a kept object against {pinned_mixed}"
     );
     assert!(
-        whole >= whole_mixed + 6,
+        whole >= whole_mixed + 10,
         "{whole} whole free pageblocks against {whole_mixed}"
     );
 }

@@ -24,9 +24,10 @@
 //! others through.
 //!
 //! Per class, `made` counts the slabs the heap started using for the class
-//! (new, or parked and of the same lifetime: a parked slab of the other
-//! one goes back to the page allocator instead of carrying its pageblock's
-//! type over), `emptied` those that came back empty (a trim or a reclaim
+//! (new, or parked: a long-lived class takes no parked slab of a
+//! reclaimable or movable pageblock, which would then hold its objects
+//! among churned ones; the slab goes back to the page allocator instead,
+//! see `refill.rs`), `emptied` those that came back empty (a trim or a reclaim
 //! that collects empty slabs counts too; a heap adopted by a new thread
 //! starts from nothing). Both are halved each tick the heap
 //! sees, so the signal follows the program's phases over a few seconds

@@ -12,7 +12,7 @@ use core::sync::atomic::Ordering::*;
 use crate::geometry::PAGE_SIZE;
 use crate::page::MigrateType;
 use crate::page_alloc::Pages;
-use crate::section::desc_of;
+use crate::section::{desc_of, pageblock_mt};
 use crate::sync::bump;
 
 use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
@@ -105,24 +105,33 @@ impl Owned<'_> {
                     continue;
                 }
                 let order = u32::from(SLAB_ORDER[class]);
-                self.local.lifetimes.slab_made(class);
+                let grouping = pages.zone().group_by_lifetime();
+                let mt = self.local.lifetimes.migratetype(class, grouping);
                 let parked = self.heap.parked.take(order);
                 if !parked.is_null() {
-                    if (*parked).class as usize != class {
-                        slab::reinit(parked, class);
+                    // A long-lived class takes no parked slab of another
+                    // pageblock type: its objects would pin a pageblock of
+                    // churned ones. The slab goes back instead. (A short-
+                    // lived class takes any: its objects leave again.)
+                    let pins = grouping
+                        && mt == MigrateType::Unmovable
+                        && pageblock_mt(Slab::base(parked)) != MigrateType::Unmovable;
+                    if !pins {
+                        self.local.lifetimes.slab_made(class);
+                        if (*parked).class as usize != class {
+                            slab::reinit(parked, class);
+                        }
+                        self.local.current[class] = parked;
+                        continue;
                     }
-                    self.local.current[class] = parked;
-                    continue;
+                    self.retire(parked, pages);
                 }
                 self.grow_park_high(PAGE_SIZE << order, pages);
-                let mt = self
-                    .local
-                    .lifetimes
-                    .migratetype(class, pages.zone().group_by_lifetime());
                 let head = pages.alloc(order, mt);
                 if head.is_null() {
                     return false;
                 }
+                self.local.lifetimes.slab_made(class);
                 let s = slab::init(head, class, order, self.owner_tag());
                 bump(&self.heap.slabs_created, 1);
                 if mt == MigrateType::Reclaimable {
