@@ -164,17 +164,10 @@ impl LargeLists {
         if p.is_null() || more == 0 {
             return (p, c);
         }
-        let pages = class_pages(c);
-        let list = &mut self.lists[c];
-        for _ in 0..more.min(list.len().div_ceil(2)) {
-            // SAFETY: the list holds our PcpLarge blocks; a popped block
-            // is ours and goes on `extra`, the thief's.
-            unsafe {
-                let q = list.pop_back();
-                (*q).set_kind(PageKind::None);
-                extra.push_front(q);
-            }
-            self.count -= pages;
+        for _ in 0..more.min(self.lists[c].len().div_ceil(2)) {
+            // SAFETY: a popped block is ours and goes on `extra`, the
+            // thief's; the count says the list is not empty.
+            unsafe { extra.push_front(self.pop_from(c, true)) };
         }
         (p, c)
     }
@@ -186,23 +179,32 @@ impl LargeLists {
     fn pop_fitting(&mut self, class: usize, coldest: bool) -> (*mut Page, usize) {
         let last = (class + LARGE_STEP_UP).min(NR_LARGE_CLASSES - 1);
         for c in class..=last {
-            // SAFETY: the class lists hold our PcpLarge blocks; a popped
-            // block is ours.
-            unsafe {
-                let list = &mut self.lists[c];
-                let p = if coldest {
-                    list.pop_back()
-                } else {
-                    list.pop_front()
-                };
-                if !p.is_null() {
-                    self.count -= class_pages(c);
-                    (*p).set_kind(PageKind::None);
-                    return (p, c);
-                }
+            let p = self.pop_from(c, coldest);
+            if !p.is_null() {
+                return (p, c);
             }
         }
         (core::ptr::null_mut(), class)
+    }
+
+    /// Takes the coldest (last) or the hottest (first) block off the list
+    /// of class `c`, uncounted and of kind `None`; null if it is empty.
+    fn pop_from(&mut self, c: usize, coldest: bool) -> *mut Page {
+        // SAFETY: the class lists hold our PcpLarge blocks; a popped block
+        // is ours.
+        unsafe {
+            let list = &mut self.lists[c];
+            let p = if coldest {
+                list.pop_back()
+            } else {
+                list.pop_front()
+            };
+            if !p.is_null() {
+                self.count -= class_pages(c);
+                (*p).set_kind(PageKind::None);
+            }
+            p
+        }
     }
 
     /// A block of class `class` after [`take`](Self::take) found nothing:
