@@ -19,22 +19,47 @@
 //! slab's.
 //!
 //! The bins of a heap are laid out as arrays per field (`Bins`): the list
-//! heads first, then the room left in each, then the limits — so the fast
+//! heads first, then their state words, then the limits — so the fast
 //! paths reach a class's head and room with one scaled index each, at the
 //! start of the heap.
 //!
-//! `room` is atomic only so a stats snapshot on another thread may read it
-//! (the bytes on bins are not allocated): the owner writes it with a plain
-//! load and store, which compile as a non-atomic `sub`/`add` would.
+//! Each bin's `state` word packs two counts, so that a free's push moves
+//! both with one add: the low 16 bits hold the room left (`limit -
+//! length`, biased by [`ROOM_BIAS`] so a negative room needs no sign),
+//! the bits above count the pushes since the last refill. An empty bin's
+//! refill takes that count as objects the heap used again
+//! (`Lifetimes::objects_reused`): an object that cycles through the bin
+//! never reaches its slab's lists, where reuse is otherwise seen.
 //!
-//! Invariant: `limit - room` is the length of the list. `room` may be
-//! negative after a refill (a slab's worth can exceed the limit); frees
-//! push only while it is positive. The empty heap's bins have `limit == 0`
-//! and `room == 0`, so its frees never write to them.
+//! `state` is atomic only so a stats snapshot on another thread may read
+//! it (the bytes on bins are not allocated): the owner writes it with a
+//! plain load and store, which compile as a non-atomic `add` would.
+//!
+//! Invariant: `limit - room` is the length of the list, with `room` in
+//! `-ROOM_BIAS ..= limit` (so the biased field neither borrows from nor
+//! carries into the push count). `room` may be negative after a refill (a
+//! slab's worth can exceed the limit); frees push only while it is
+//! positive. The empty heap's bins have `limit == 0` and `room == 0`, so
+//! its frees never write to them.
 
-use core::sync::atomic::{AtomicI32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::classes::{CAPACITY, CLASS_SIZE, NR_CLASSES};
+
+/// The most objects a slab holds (a refill's worth).
+const MAX_CAPACITY: u16 = max_capacity();
+
+const fn max_capacity() -> u16 {
+    let mut m = 0;
+    let mut c = 0;
+    while c < NR_CLASSES {
+        if CAPACITY[c] > m {
+            m = CAPACITY[c];
+        }
+        c += 1;
+    }
+    m
+}
 use super::object::FreeObject;
 
 /// A heap's bins, a list of free objects per class. See the module docs.
@@ -44,12 +69,30 @@ pub struct Bins {
     /// The first free object of each class, or null. Hot: at offset 0 of
     /// the heap.
     heads: [*mut u8; NR_CLASSES],
-    /// How many more objects each bin takes before a free goes to the slab
-    /// (`limit - length`; written by the owner only).
-    room: [AtomicI32; NR_CLASSES],
+    /// Each bin's room (`limit - length`, plus [`ROOM_BIAS`]) in the low
+    /// 16 bits and its pushes since the last refill above (written by the
+    /// owner only).
+    state: [AtomicU64; NR_CLASSES],
     /// Most objects each bin holds.
     limit: [u32; NR_CLASSES],
 }
+
+/// Added to a bin's room in its `state` word: the field's top bit is then
+/// set exactly when the room is positive, which the free path tests with
+/// one instruction.
+const ROOM_BIAS: u64 = (1 << 15) - 1;
+/// The room field of a `state` word.
+const ROOM_MASK: u64 = 0xffff;
+/// The room field's top bit: the bin has room.
+const HAS_ROOM: u16 = 1 << 15;
+/// Where the room field sits in a `state` word's bytes.
+const ROOM_FIELD_OFFSET: usize = if cfg!(target_endian = "little") { 0 } else { 3 };
+/// A push: one unit of room less and one push more, in one add of
+/// 2^16 - 1 (the room is positive, so its field carries the one).
+const PUSH_DELTA: u64 = (1 << 16) - 1;
+// A full bin's room and a refill's overshoot below zero fit the field
+// without reaching its ends (no carry out of a pop, no borrow).
+const _: () = assert!((BIN_MAX as u64) < ROOM_BIAS && (MAX_CAPACITY as u64) < ROOM_BIAS);
 
 /// Bytes a bin may hold (its `limit` is this over the object size, within
 /// [`BIN_MIN`, `BIN_MAX`] objects).
@@ -57,7 +100,7 @@ pub const BIN_BYTES: usize = 64 << 10;
 /// Fewest objects a bin may hold.
 pub const BIN_MIN: u32 = 16;
 /// Most objects a bin may hold.
-pub const BIN_MAX: u32 = 256;
+pub const BIN_MAX: u32 = 1024;
 
 const fn build_limits() -> [u32; NR_CLASSES] {
     let mut l = [0u32; NR_CLASSES];
@@ -82,21 +125,27 @@ const fn build_limits() -> [u32; NR_CLASSES] {
     l
 }
 
+/// The room in `state` word `s`.
+#[inline(always)]
+fn room_of(s: u64) -> i32 {
+    (s & ROOM_MASK) as i32 - ROOM_BIAS as i32
+}
+
 /// The limit of each class's bin.
 pub static BIN_LIMIT: [u32; NR_CLASSES] = build_limits();
 
 impl Bins {
     /// Empty bins that hold up to `limits` objects.
     pub const fn new(limits: [u32; NR_CLASSES]) -> Bins {
-        let mut room = [const { AtomicI32::new(0) }; NR_CLASSES];
+        let mut state = [const { AtomicU64::new(0) }; NR_CLASSES];
         let mut c = 0;
         while c < NR_CLASSES {
-            room[c] = AtomicI32::new(limits[c] as i32);
+            state[c] = AtomicU64::new(limits[c] as u64 + ROOM_BIAS);
             c += 1;
         }
         Bins {
             heads: [core::ptr::null_mut(); NR_CLASSES],
-            room,
+            state,
             limit: limits,
         }
     }
@@ -110,50 +159,83 @@ impl Bins {
     /// Objects on the bin of `class`.
     #[inline(always)]
     pub fn count(&self, class: usize) -> u32 {
-        (self.limit[class] as i32 - self.room[class].load(Relaxed)) as u32
+        (self.limit[class] as i32 - room_of(self.state[class].load(Relaxed))) as u32
     }
 
     /// The count of bin `class` of `b`, read from any thread (a stats
     /// snapshot).
     ///
     /// # Safety
-    /// `b` points at live bins. Only the atomic `room` and the fixed
+    /// `b` points at live bins. Only the atomic `state` and the fixed
     /// `limit` are read, so the owner may be using the bins meanwhile.
     pub unsafe fn count_of(b: *const Bins, class: usize) -> u32 {
         // SAFETY: a shared reference to the atomic alone, and a read of a
         // field that never changes (contract).
         unsafe {
-            let room = (*core::ptr::addr_of!((*b).room))[class].load(Relaxed);
+            let state = (*core::ptr::addr_of!((*b).state))[class].load(Relaxed);
             let limit = (*core::ptr::addr_of!((*b).limit))[class];
-            (limit as i32 - room) as u32
+            (limit as i32 - room_of(state)) as u32
         }
     }
 
-    /// Whether a free may push on the bin of `class`.
+    /// Whether a free may push on the bin of `class`: the room field's top
+    /// bit, read as 16 bits so the test is one instruction on memory.
     ///
     /// # Safety
     /// `class < NR_CLASSES` (unchecked: the fast path's index).
     #[inline(always)]
     pub unsafe fn has_room(&self, class: usize) -> bool {
         debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range (contract).
-        unsafe { self.room.get_unchecked(class) }.load(Relaxed) > 0
+        // SAFETY: class is in range (contract); the owner alone writes the
+        // word, so its plain read of the room field races with no write
+        // (a stats reader only loads the word atomically).
+        let field = unsafe {
+            self.state
+                .get_unchecked(class)
+                .as_ptr()
+                .cast::<u16>()
+                .add(ROOM_FIELD_OFFSET)
+                .read()
+        };
+        field & HAS_ROOM != 0
     }
 
     /// # Safety
     /// `class < NR_CLASSES`.
     #[inline(always)]
-    unsafe fn add_room_unchecked(&self, class: usize, by: i32) {
+    unsafe fn add_state_unchecked(&self, class: usize, delta: u64) {
         debug_assert!(class < NR_CLASSES);
         // SAFETY: class is in range (contract).
-        let r = unsafe { self.room.get_unchecked(class) };
-        r.store(r.load(Relaxed) + by, Relaxed);
+        let r = unsafe { self.state.get_unchecked(class) };
+        r.store(r.load(Relaxed).wrapping_add(delta), Relaxed);
     }
 
+    /// Adds `by` to the room of `class` (the pushes unchanged: the room
+    /// stays within its field, see the module's invariant).
     #[inline(always)]
     fn add_room(&self, class: usize, by: i32) {
-        let r = &self.room[class];
-        r.store(r.load(Relaxed) + by, Relaxed);
+        let r = &self.state[class];
+        r.store(r.load(Relaxed).wrapping_add(by as i64 as u64), Relaxed);
+        debug_assert!(room_of(r.load(Relaxed)) <= self.limit[class] as i32);
+    }
+
+    /// The pushes on the bin of `class` since the last call, which resets
+    /// them: taken when the bin has run dry, every one of them is an
+    /// object the heap used again.
+    pub fn take_pushes(&mut self, class: usize) -> u32 {
+        let r = &self.state[class];
+        let s = r.load(Relaxed);
+        r.store(s & ROOM_MASK, Relaxed);
+        (s >> 16).min(u64::from(u32::MAX)) as u32
+    }
+
+    /// Forgets up to `n` pushes on the bin of `class` (objects that left
+    /// the bin for their slab were not used again).
+    fn forget_pushes(&mut self, class: usize, n: u32) {
+        let r = &self.state[class];
+        let s = r.load(Relaxed);
+        let pushes = (s >> 16).saturating_sub(u64::from(n));
+        r.store((pushes << 16) | (s & ROOM_MASK), Relaxed);
     }
 
     /// Pops an object of `class` (its free key cleared), or null.
@@ -173,7 +255,7 @@ impl Bins {
                 let obj = FreeObject::at(p);
                 *head = obj.next();
                 obj.unmark();
-                self.add_room_unchecked(class, 1);
+                self.add_state_unchecked(class, 1);
             }
             p
         }
@@ -194,7 +276,7 @@ impl Bins {
             obj.set_next(*head);
             obj.mark(key);
             *head = p;
-            self.add_room_unchecked(class, -1);
+            self.add_state_unchecked(class, PUSH_DELTA);
         }
     }
 
@@ -203,7 +285,9 @@ impl Bins {
     pub fn fill(&mut self, class: usize, head: *mut u8, n: u32) {
         debug_assert!(self.heads[class].is_null());
         self.heads[class] = head;
-        self.room[class].store(self.limit[class] as i32 - n as i32, Relaxed);
+        let r = &self.state[class];
+        let room = (self.limit[class] as i32 - n as i32) as i64 as u64;
+        r.store((r.load(Relaxed) & !ROOM_MASK) | (room.wrapping_add(ROOM_BIAS) & ROOM_MASK), Relaxed);
     }
 
     /// Keeps the first `keep` objects of the bin of `class` and returns
@@ -216,6 +300,7 @@ impl Bins {
         let count = self.count(class);
         if keep == 0 {
             self.add_room(class, count as i32);
+            self.forget_pushes(class, count);
             return core::mem::replace(&mut self.heads[class], core::ptr::null_mut());
         }
         if keep >= count {
@@ -230,6 +315,7 @@ impl Bins {
             let rest = FreeObject::at(last).next();
             FreeObject::at(last).set_next(core::ptr::null_mut());
             self.add_room(class, (count - keep) as i32);
+            self.forget_pushes(class, count - keep);
             rest
         }
     }

@@ -87,9 +87,12 @@ impl Owned<'_> {
                     }
                     if self.local.current[class] == cur {
                         let (head, n) = slab::take_all(cur);
-                        if !fresh {
-                            self.local.lifetimes.objects_reused(class, n);
-                        }
+                        // The objects taken again: this slab's, unless
+                        // fresh, and every one the bin had pushed since
+                        // its last refill (it is empty now).
+                        let pushed = self.local.bins.take_pushes(class);
+                        let reused = if fresh { pushed } else { pushed.saturating_add(n) };
+                        self.local.lifetimes.objects_reused(class, reused);
                         bump(
                             &self.heap.small_taken,
                             u64::from(n) * u64::from(CLASS_SIZE[class]),
