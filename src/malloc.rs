@@ -16,7 +16,7 @@ use crate::large::{self, Caller};
 use crate::page::{LargeBlock, PageKind};
 use crate::runtime::{self, tls};
 use crate::section;
-use crate::slab::{self, classes, Heap, Slab};
+use crate::slab::{self, bin, classes, Heap, Slab};
 
 #[inline]
 fn set_errno(e: i32) {
@@ -51,7 +51,15 @@ pub fn alloc_small_fast(size: usize) -> *mut u8 {
 #[inline(always)]
 pub fn alloc(size: usize) -> *mut u8 {
     if size <= SMALL_MAX {
-        alloc_class(classes::class_of(size))
+        let offset = bin::bin_offset_of(size);
+        // SAFETY: tls::heap is this thread's heap or the empty heap; the
+        // offset is the bin of a valid class.
+        let p = unsafe { Heap::alloc_fast_at(tls::heap(), offset) };
+        if p.is_null() {
+            runtime::alloc_small_slow(offset >> bin::BIN_SHIFT)
+        } else {
+            p
+        }
     } else {
         runtime::alloc_big(size, PAGE_SIZE, false)
     }

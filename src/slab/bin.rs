@@ -44,7 +44,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::classes::{CAPACITY, CLASS_SIZE, NR_CLASSES};
+use super::classes::{build_lookup, CAPACITY, CLASS_SIZE, LOOKUP_LEN, NR_CLASSES};
 
 /// The most objects a slab holds (a refill's worth).
 const MAX_CAPACITY: u16 = max_capacity();
@@ -89,6 +89,36 @@ struct Bin {
     /// and the pushes since the last refill above (written by the owner
     /// only).
     state: AtomicU64,
+}
+
+/// log2 of a [`Bin`]'s size: the bin of class `c` is `c << BIN_SHIFT`
+/// bytes into the bins.
+pub const BIN_SHIFT: u32 = 4;
+const _: () = assert!(core::mem::size_of::<Bin>() == 1 << BIN_SHIFT);
+
+const fn build_offsets() -> [u16; LOOKUP_LEN] {
+    let classes = build_lookup();
+    let mut t = [0u16; LOOKUP_LEN];
+    let mut i = 0;
+    while i < LOOKUP_LEN {
+        t[i] = (classes[i] as u16) << BIN_SHIFT;
+        i += 1;
+    }
+    t
+}
+
+/// The byte offset of the bin of each size's class, indexed as the class
+/// table is (`(size + 7) / 8`): malloc's fast path reaches its bin with
+/// one load and one add, and only its slow path shifts the offset back to
+/// the class.
+static BIN_OFFSET_OF: [u16; LOOKUP_LEN] = build_offsets();
+
+/// The offset into the bins of the bin for a request of `size` ≤
+/// `SMALL_MAX` bytes (its class is the offset `>> BIN_SHIFT`).
+#[inline(always)]
+pub fn bin_offset_of(size: usize) -> usize {
+    debug_assert!(size <= crate::geometry::SMALL_MAX);
+    BIN_OFFSET_OF[(size + 7) >> 3] as usize
 }
 
 /// Added to a bin's room in its `state` word: the field's top bit is then
@@ -168,16 +198,17 @@ impl Bins {
         }
     }
 
-    /// The bin of `class`, its address computed in a register the compiler
-    /// cannot fold back into an indexed operand (see [`Bin`]).
+    /// The bin `offset` bytes in, its address computed in a register the
+    /// compiler cannot fold back into an indexed operand (see [`Bin`]).
     ///
     /// # Safety
-    /// `class < NR_CLASSES` (unchecked: the fast paths' index).
+    /// `offset` is a class's bin offset (`class << BIN_SHIFT`, unchecked:
+    /// the fast paths').
     #[inline(always)]
-    unsafe fn bin(&self, class: usize) -> *mut Bin {
-        debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range (contract).
-        addressed_by_register(unsafe { self.bins.as_ptr().add(class) } as *mut Bin)
+    unsafe fn bin_at(&self, offset: usize) -> *mut Bin {
+        debug_assert!(offset < NR_CLASSES << BIN_SHIFT && offset.is_multiple_of(1 << BIN_SHIFT));
+        // SAFETY: the offset is a bin's (contract).
+        addressed_by_register(unsafe { self.bins.as_ptr().byte_add(offset) } as *mut Bin)
     }
 
     /// The first object of the bin of `class` (null: empty).
@@ -209,19 +240,19 @@ impl Bins {
         }
     }
 
-    /// Whether a free may push on the bin of `class`: the room field's top
-    /// bit, read as 16 bits so the test is one instruction on memory.
+    /// Whether a free may push on the bin `offset` bytes in (a slab's
+    /// `bin_offset`): the room field's top bit, read as 16 bits so the
+    /// test is one instruction on memory.
     ///
     /// # Safety
-    /// `class < NR_CLASSES` (unchecked: the fast path's index).
+    /// `offset` is a class's bin offset (unchecked: the fast path's).
     #[inline(always)]
-    pub unsafe fn has_room(&self, class: usize) -> bool {
-        debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range (contract); the owner alone writes the
-        // word, so its plain read of the room field races with no write
-        // (a stats reader only loads the word atomically).
+    pub unsafe fn has_room_at(&self, offset: usize) -> bool {
+        // SAFETY: the offset is a bin's (contract); the owner alone writes
+        // the word, so its plain read of the room field races with no
+        // write (a stats reader only loads the word atomically).
         let field = unsafe {
-            (*self.bin(class))
+            (*self.bin_at(offset))
                 .state
                 .as_ptr()
                 .cast::<u16>()
@@ -229,16 +260,6 @@ impl Bins {
                 .read()
         };
         field & HAS_ROOM != 0
-    }
-
-    /// # Safety
-    /// `class < NR_CLASSES`.
-    #[inline(always)]
-    unsafe fn add_state_unchecked(&self, class: usize, delta: u64) {
-        debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range (contract).
-        let r = unsafe { &(*self.bin(class)).state };
-        r.store(r.load(Relaxed).wrapping_add(delta), Relaxed);
     }
 
     /// Adds `by` to the room of `class` (the pushes unchanged: the room
@@ -277,37 +298,51 @@ impl Bins {
     #[inline(always)]
     pub unsafe fn pop(&mut self, class: usize) -> *mut u8 {
         debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range; p is a free object of the list
-        // (contract).
+        // SAFETY: forwarded contract.
+        unsafe { self.pop_at(class << BIN_SHIFT) }
+    }
+
+    /// [`pop`](Self::pop) from the bin `offset` bytes in
+    /// ([`bin_offset_of`]).
+    ///
+    /// # Safety
+    /// `offset` is a class's bin offset; as `pop`.
+    #[inline(always)]
+    pub unsafe fn pop_at(&mut self, offset: usize) -> *mut u8 {
+        // SAFETY: the offset is a bin's (contract); p is a free object of
+        // its list.
         unsafe {
-            let head = &mut (*self.bin(class)).head;
-            let p = *head;
+            let b = self.bin_at(offset);
+            let p = (*b).head;
             if !p.is_null() {
                 let obj = FreeObject::at(p);
-                *head = obj.next();
+                (*b).head = obj.next();
                 obj.unmark();
-                self.add_state_unchecked(class, 1);
+                let r = &(*b).state;
+                r.store(r.load(Relaxed).wrapping_add(1), Relaxed);
             }
             p
         }
     }
 
-    /// Pushes free object `p` on the bin of `class`, marking it with `key`.
+    /// Pushes free object `p` on the bin `offset` bytes in, marking it
+    /// with `key`.
     ///
     /// # Safety
-    /// `class < NR_CLASSES` (unchecked); `p` is an object being freed, of
-    /// `class` or larger, and nobody else uses it.
+    /// `offset` is a class's bin offset (unchecked) and
+    /// [`has_room_at`](Self::has_room_at) it; `p` is an object being
+    /// freed, of that class or larger, and nobody else uses it.
     #[inline(always)]
-    pub unsafe fn push(&mut self, class: usize, p: *mut u8, key: usize) {
-        debug_assert!(class < NR_CLASSES);
-        // SAFETY: class is in range; p is ours to relink (contract).
+    pub unsafe fn push_at(&mut self, offset: usize, p: *mut u8, key: usize) {
+        // SAFETY: the offset is a bin's; p is ours to relink (contract).
         unsafe {
-            let head = &mut (*self.bin(class)).head;
+            let b = self.bin_at(offset);
             let obj = FreeObject::at(p);
-            obj.set_next(*head);
+            obj.set_next((*b).head);
             obj.mark(key);
-            *head = p;
-            self.add_state_unchecked(class, PUSH_DELTA);
+            (*b).head = p;
+            let r = &(*b).state;
+            r.store(r.load(Relaxed).wrapping_add(PUSH_DELTA), Relaxed);
         }
     }
 

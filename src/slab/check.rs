@@ -130,7 +130,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                 classes::SLAB_ORDER[class],
                 "slab of the wrong order"
             );
-            assert_eq!((*s).capacity, classes::CAPACITY[class]);
+            assert_eq!(usize::from((*s).bin_offset), class << crate::slab::bin::BIN_SHIFT);
             let info = classes::CLASS_INFO[class];
             assert_eq!(
                 ((*s).obj_inverse, (*s).obj_shift),
@@ -142,12 +142,12 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                 (slab::Slab::base(s) as u16).wrapping_mul(info.inverse),
                 "object check of another base or class"
             );
-            assert!((*s).reserved <= (*s).capacity);
+            assert!((*s).reserved <= Slab::capacity(s));
             let owner = (*s).owner.load(Relaxed) as usize;
             assert!(known[..nheaps].contains(&owner), "slab owned by no heap");
-            let free_len = slab::list_len((*s).free, (*s).capacity);
+            let free_len = slab::list_len((*s).free, Slab::capacity(s));
             let tf = (*s).thread_free.load(Relaxed);
-            let tf_len = slab::list_len(slab::tf_list(tf), (*s).capacity);
+            let tf_len = slab::list_len(slab::tf_list(tf), Slab::capacity(s));
             assert_eq!(
                 slab::tf_count(tf) as usize,
                 tf_len,
@@ -172,7 +172,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                         (*v).base_mul,
                         (*v).obj_inverse,
                         (*v).obj_shift,
-                        (*v).capacity,
+                        (*v).bin_offset,
                         (*v).reserved,
                         Slab::fixed_owner(v),
                     ),
@@ -181,7 +181,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                         (*s).base_mul,
                         (*s).obj_inverse,
                         (*s).obj_shift,
-                        (*s).capacity,
+                        (*s).bin_offset,
                         (*s).reserved,
                         Slab::fixed_owner(s),
                     ),

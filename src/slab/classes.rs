@@ -25,7 +25,7 @@ pub const MIN_CLASS_SIZE: usize = 16;
 /// Number of size classes.
 pub const NR_CLASSES: usize = 15 + 6 * 8;
 /// Size lookups go through a table indexed by `(size + 7) / 8`.
-const LOOKUP_LEN: usize = SMALL_MAX / 8 + 1;
+pub const LOOKUP_LEN: usize = SMALL_MAX / 8 + 1;
 
 const fn build_sizes() -> [u32; NR_CLASSES] {
     let mut s = [0u32; NR_CLASSES];
@@ -54,7 +54,8 @@ const fn build_sizes() -> [u32; NR_CLASSES] {
 /// Object size of each class.
 pub static CLASS_SIZE: [u32; NR_CLASSES] = build_sizes();
 
-const fn build_lookup() -> [u8; LOOKUP_LEN] {
+/// The class of each `(size + 7) / 8` (the table behind [`class_of`]).
+pub const fn build_lookup() -> [u8; LOOKUP_LEN] {
     let sizes = build_sizes();
     let mut t = [0u8; LOOKUP_LEN];
     let mut q = 0;

@@ -93,12 +93,13 @@ pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize)
         if Slab::fixed_owner(v) != h as *mut u8 {
             return Freed::Remote;
         }
-        let class = (*v).class as usize;
         let bins = Heap::bins(h);
-        if (*bins).has_room(class) {
-            (*bins).push(class, p, key);
+        let offset = usize::from((*v).bin_offset);
+        if (*bins).has_room_at(offset) {
+            (*bins).push_at(offset, p, key);
             return Freed::Done;
         }
+        let class = (*v).class as usize;
         let s = (*v).head.load(Relaxed);
         if Heap::give_back_to_slab(&*h, p, s, class, key) {
             return Freed::SlabChanged;
@@ -249,7 +250,7 @@ unsafe fn is_free_in(h: *const Heap, s: *mut Slab, p: *mut u8) -> bool {
         if (*Heap::bins(h)).contains((*s).class as usize, p) {
             return true;
         }
-        let cap = usize::from((*s).capacity);
+        let cap = usize::from(Slab::capacity(s));
         let mut q = (*s).free;
         let mut n = 0;
         while !q.is_null() && n <= cap {

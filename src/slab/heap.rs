@@ -388,6 +388,17 @@ impl Heap {
         unsafe { (*Heap::bins(h)).pop(class) }
     }
 
+    /// [`alloc_fast`](Self::alloc_fast) from the bin `offset` bytes in
+    /// (`bin::bin_offset_of`): malloc's fast path.
+    ///
+    /// # Safety
+    /// As `alloc_fast`, and `offset` is a class's bin offset.
+    #[inline(always)]
+    pub unsafe fn alloc_fast_at(h: *const Heap, offset: usize) -> *mut u8 {
+        // SAFETY: as in alloc_fast.
+        unsafe { (*Heap::bins(h)).pop_at(offset) }
+    }
+
     /// The owner frees `p`, whose bin is full, straight onto slab `s` of
     /// class `class` (marked with `key`, counted as returned). True when
     /// the slab then needs [`Owned::slab_given_back`] (it became empty, or

@@ -36,6 +36,7 @@ use crate::geometry::{PAGE_DESC_SIZE, PAGE_SIZE};
 use crate::page::{Linked, Page, PageKind};
 use crate::section::{desc_of, page_addr};
 
+use super::bin::BIN_SHIFT;
 use super::classes::{self, CAPACITY, CLASS_INFO, CLASS_SIZE};
 use super::object::FreeObject;
 
@@ -116,8 +117,11 @@ pub struct Slab {
     /// handed out is refused. Kept in every tail's free view too
     /// ([`set_reserved`]).
     pub reserved: u16,
-    /// Objects the slab holds.
-    pub capacity: u16,
+    /// The byte offset of the class's bin in a heap's bins (`class <<
+    /// bin::BIN_SHIFT`): the free path reaches the bin with one load and
+    /// one add. (How many objects the slab holds is the class's:
+    /// [`Slab::capacity`].)
+    pub bin_offset: u16,
 }
 
 const _: () = {
@@ -153,6 +157,16 @@ unsafe impl Linked for Slab {
 }
 
 impl Slab {
+    /// How many objects live slab `s` holds (its class's).
+    ///
+    /// # Safety
+    /// `s` is a live slab (or its free view).
+    #[inline]
+    pub unsafe fn capacity(s: *const Slab) -> u16 {
+        // SAFETY: a live slab's class is a valid index (contract).
+        CAPACITY[usize::from(unsafe { (*s).class })]
+    }
+
     /// The slab whose head page descriptor is `p`.
     #[inline(always)]
     pub fn from_page(p: *mut Page) -> *mut Slab {
@@ -241,7 +255,7 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
             (*v).base_mul = base_mul;
             (*v).obj_inverse = info.inverse;
             (*v).obj_shift = info.shift;
-            (*v).capacity = CAPACITY[class];
+            (*v).bin_offset = (class << BIN_SHIFT) as u16;
         }
     }
 }
@@ -406,7 +420,7 @@ pub unsafe fn extend(s: *mut Slab) -> bool {
     // never-handed-out objects it writes.
     unsafe {
         let size = object_size(s);
-        let cap = (*s).capacity as usize;
+        let cap = Slab::capacity(s) as usize;
         let first = (*s).reserved as usize;
         if first >= cap {
             return false;
@@ -444,7 +458,7 @@ pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
         }
         let tf = (*s).thread_free.swap(0, Acquire);
         let (list, n) = (tf_list(tf), tf_count(tf));
-        debug_assert_eq!(list_len(list, (*s).capacity), n as usize);
+        debug_assert_eq!(list_len(list, Slab::capacity(s)), n as usize);
         if n > 0 {
             // The count came with the list: only a non-empty own list
             // needs the remote list's last object (the common callers
