@@ -20,7 +20,7 @@
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
 //! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge) |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
-//! | `SlabTail`             | [`crate::slab::Slab`], free view only | `base_mul` (bytes 6..8) | `owner`, `class`, object check |
+//! | `SlabTail`             | [`crate::slab::Slab`], free view only | `base_mul` (bytes 6..8) | `owner`, `class`, `bin_offset`, object check |
 //!
 //! Locking: a descriptor belongs to whoever owns its block: the zone lock
 //! for `Buddy`/`Isolated`, the pageset lock for `Pcp`, the owning thread

@@ -74,7 +74,7 @@ pub struct Bins {
 }
 
 /// One class's bin, its head and state word side by side. The fast paths
-/// reach it through [`Bins::bin`], whose address they compute before they
+/// reach it through `Bins::bin_at`, whose address they compute before they
 /// load or store ([`addressed_by_register`]), so a malloc's pop and the
 /// next call's load of the same head or word are forwarded with no delay
 /// (arrays per field indexed by class were not: a pair of malloc and free
@@ -129,7 +129,7 @@ const ROOM_BIAS: u64 = (1 << 15) - 1;
 const ROOM_MASK: u64 = 0xffff;
 /// The room field's top bit: the bin has room.
 const HAS_ROOM: u16 = 1 << 15;
-/// Where the room field sits in a `state` word's bytes.
+/// Where the room field sits in a `state` word, in 16-bit units.
 const ROOM_FIELD_OFFSET: usize = if cfg!(target_endian = "little") { 0 } else { 3 };
 /// A push: one unit of room less and one push more, in one add of
 /// 2^16 - 1 (the room is positive, so its field carries the one).
@@ -205,10 +205,22 @@ impl Bins {
     /// `offset` is a class's bin offset (`class << BIN_SHIFT`, unchecked:
     /// the fast paths').
     #[inline(always)]
-    unsafe fn bin_at(&self, offset: usize) -> *mut Bin {
+    unsafe fn bin_at(&self, offset: usize) -> *const Bin {
         debug_assert!(offset < NR_CLASSES << BIN_SHIFT && offset.is_multiple_of(1 << BIN_SHIFT));
         // SAFETY: the offset is a bin's (contract).
         addressed_by_register(unsafe { self.bins.as_ptr().byte_add(offset) } as *mut Bin)
+    }
+
+    /// [`bin_at`](Self::bin_at) for writing the bin (its head is no
+    /// atomic: the pointer comes from the exclusive borrow).
+    ///
+    /// # Safety
+    /// As `bin_at`.
+    #[inline(always)]
+    unsafe fn bin_at_mut(&mut self, offset: usize) -> *mut Bin {
+        debug_assert!(offset < NR_CLASSES << BIN_SHIFT && offset.is_multiple_of(1 << BIN_SHIFT));
+        // SAFETY: the offset is a bin's (contract).
+        addressed_by_register(unsafe { self.bins.as_mut_ptr().byte_add(offset) })
     }
 
     /// The first object of the bin of `class` (null: empty).
@@ -312,7 +324,7 @@ impl Bins {
         // SAFETY: the offset is a bin's (contract); p is a free object of
         // its list.
         unsafe {
-            let b = self.bin_at(offset);
+            let b = self.bin_at_mut(offset);
             let p = (*b).head;
             if !p.is_null() {
                 let obj = FreeObject::at(p);
@@ -336,7 +348,7 @@ impl Bins {
     pub unsafe fn push_at(&mut self, offset: usize, p: *mut u8, key: usize) {
         // SAFETY: the offset is a bin's; p is ours to relink (contract).
         unsafe {
-            let b = self.bin_at(offset);
+            let b = self.bin_at_mut(offset);
             let obj = FreeObject::at(p);
             obj.set_next((*b).head);
             obj.mark(key);

@@ -98,13 +98,17 @@ impl Lifetimes {
     /// class as long-lived.
     #[inline]
     pub fn objects_reused(&mut self, class: usize, n: u32) {
-        let cap = u32::from(CAPACITY[class]);
-        let mut r = self.reused[class] + n;
-        while r >= cap {
-            r -= cap;
-            self.slab_emptied(class);
+        // O(1) whatever `n`: a bin that never ran dry may bring billions
+        // of pushes to one refill.
+        let cap = u64::from(CAPACITY[class]);
+        let r = u64::from(self.reused[class]) + u64::from(n);
+        self.reused[class] = (r % cap) as u32;
+        let mut emptied = u64::from(self.emptied[class]) + r / cap;
+        while emptied >= u64::from(SATURATE - 1) {
+            emptied /= 2;
+            self.made[class] /= 2;
         }
-        self.reused[class] = r;
+        self.emptied[class] = emptied as u32;
     }
 
     fn halve(&mut self, class: usize) {
@@ -165,6 +169,14 @@ mod tests {
             l.slab_made(2);
         }
         assert!(!l.short_lived(2));
+        // A refill's worth of pushes far past the counts' range: the
+        // history halves together, in constant time.
+        let mut big = Lifetimes::new();
+        for _ in 0..MIN_MADE {
+            big.slab_made(2);
+        }
+        big.objects_reused(2, u32::MAX);
+        assert!(big.emptied[2] < SATURATE && big.short_lived(2));
         // One object short of two slabs' worth: one emptied slab.
         l.objects_reused(2, cap - 1);
         l.objects_reused(2, cap);

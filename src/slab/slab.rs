@@ -277,7 +277,7 @@ unsafe fn set_reserved(s: *mut Slab, reserved: u16) {
 
 /// Page descriptor `d` of a slab's page seen as a slab: its *free view*. A tail page's descriptor keeps copies of what the free
 /// fast path reads — the object check's `base_mul`, `obj_inverse`,
-/// `obj_shift`, `capacity` and `reserved`, the `owner` and the `class` —
+/// `obj_shift`, `bin_offset` and `reserved`, the `owner` and the `class` —
 /// written with the head's (`init`, `set_class`, `set_reserved`), so a free reads one descriptor, not
 /// the page's and then its head's: on sh8bench two thirds of the frees'
 /// time went to those two dependent cache misses and the object's.
