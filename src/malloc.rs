@@ -16,7 +16,7 @@ use crate::large::{self, Caller};
 use crate::page::{LargeBlock, PageKind};
 use crate::runtime::{self, tls};
 use crate::section;
-use crate::slab::{self, bin, classes, Heap, Slab};
+use crate::slab::{self, classes, Heap, Slab};
 
 #[inline]
 fn set_errno(e: i32) {
@@ -41,9 +41,9 @@ fn alloc_class(class: usize) -> *mut u8 {
 /// thread's bin, or null (the caller takes a slow path).
 #[inline(always)]
 pub fn alloc_small_fast(size: usize) -> *mut u8 {
-    // SAFETY: tls::heap is this thread's heap or the empty heap; the class
-    // of a size ≤ SMALL_MAX is a valid class index.
-    unsafe { Heap::alloc_fast(tls::heap(), classes::class_of(size)) }
+    // SAFETY: tls::heap is this thread's heap or the empty heap; the bin
+    // offset of a size ≤ SMALL_MAX is a valid class's.
+    unsafe { Heap::alloc_fast_at(tls::heap(), classes::bin_offset_of(size)) }
 }
 
 /// Allocates `size` bytes with the default alignment; null (errno ENOMEM)
@@ -51,12 +51,12 @@ pub fn alloc_small_fast(size: usize) -> *mut u8 {
 #[inline(always)]
 pub fn alloc(size: usize) -> *mut u8 {
     if size <= SMALL_MAX {
-        let offset = bin::bin_offset_of(size);
+        let offset = classes::bin_offset_of(size);
         // SAFETY: tls::heap is this thread's heap or the empty heap; the
         // offset is the bin of a valid class.
         let p = unsafe { Heap::alloc_fast_at(tls::heap(), offset) };
         if p.is_null() {
-            runtime::alloc_small_slow(offset >> bin::BIN_SHIFT)
+            runtime::alloc_small_slow(offset >> classes::BIN_SHIFT)
         } else {
             p
         }
@@ -161,10 +161,10 @@ pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
         // SAFETY: descriptors of our sections are always readable.
         let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
         if !s.is_null() {
-            let class = classes::class_of(size);
+            let offset = classes::bin_offset_of(size);
             // SAFETY: d is the descriptor of a page of slab s.
             unsafe {
-                let left = slab::free_sized(p, d, tls::heap(), runtime::free_key(), class);
+                let left = slab::free_sized(p, d, tls::heap(), runtime::free_key(), offset);
                 runtime::finish_free(p, d, left);
             }
             return;

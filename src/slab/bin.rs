@@ -44,23 +44,9 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::classes::{build_lookup, CAPACITY, CLASS_SIZE, LOOKUP_LEN, NR_CLASSES};
-
-/// The most objects a slab holds (a refill's worth).
-const MAX_CAPACITY: u16 = max_capacity();
-
-const fn max_capacity() -> u16 {
-    let mut m = 0;
-    let mut c = 0;
-    while c < NR_CLASSES {
-        if CAPACITY[c] > m {
-            m = CAPACITY[c];
-        }
-        c += 1;
-    }
-    m
-}
+use super::classes::{BIN_SHIFT, CAPACITY, CLASS_SIZE, MAX_CAPACITY, NR_CLASSES};
 use super::object::FreeObject;
+use crate::sync::bump;
 use crate::util::addressed_by_register;
 
 /// A heap's bins, a list of free objects per class. See the module docs.
@@ -91,35 +77,8 @@ struct Bin {
     state: AtomicU64,
 }
 
-/// log2 of a [`Bin`]'s size: the bin of class `c` is `c << BIN_SHIFT`
-/// bytes into the bins.
-pub const BIN_SHIFT: u32 = 4;
+// The bins' stride is the one the size table's offsets assume.
 const _: () = assert!(core::mem::size_of::<Bin>() == 1 << BIN_SHIFT);
-
-const fn build_offsets() -> [u16; LOOKUP_LEN] {
-    let classes = build_lookup();
-    let mut t = [0u16; LOOKUP_LEN];
-    let mut i = 0;
-    while i < LOOKUP_LEN {
-        t[i] = (classes[i] as u16) << BIN_SHIFT;
-        i += 1;
-    }
-    t
-}
-
-/// The byte offset of the bin of each size's class, indexed as the class
-/// table is (`(size + 7) / 8`): malloc's fast path reaches its bin with
-/// one load and one add, and only its slow path shifts the offset back to
-/// the class.
-static BIN_OFFSET_OF: [u16; LOOKUP_LEN] = build_offsets();
-
-/// The offset into the bins of the bin for a request of `size` ≤
-/// `SMALL_MAX` bytes (its class is the offset `>> BIN_SHIFT`).
-#[inline(always)]
-pub fn bin_offset_of(size: usize) -> usize {
-    debug_assert!(size <= crate::geometry::SMALL_MAX);
-    BIN_OFFSET_OF[(size + 7) >> 3] as usize
-}
 
 /// Added to a bin's room in its `state` word: the field's top bit is then
 /// set exactly when the room is positive, which the free path tests with
@@ -169,6 +128,11 @@ const fn build_limits() -> [u32; NR_CLASSES] {
     l
 }
 
+/// Whether `offset` is a class's bin offset.
+fn is_bin_offset(offset: usize) -> bool {
+    offset < NR_CLASSES << BIN_SHIFT && offset.is_multiple_of(1 << BIN_SHIFT)
+}
+
 /// The room in `state` word `s`.
 #[inline(always)]
 fn room_of(s: u64) -> i32 {
@@ -206,7 +170,7 @@ impl Bins {
     /// the fast paths').
     #[inline(always)]
     unsafe fn bin_at(&self, offset: usize) -> *const Bin {
-        debug_assert!(offset < NR_CLASSES << BIN_SHIFT && offset.is_multiple_of(1 << BIN_SHIFT));
+        debug_assert!(is_bin_offset(offset));
         // SAFETY: the offset is a bin's (contract).
         addressed_by_register(unsafe { self.bins.as_ptr().byte_add(offset) } as *mut Bin)
     }
@@ -218,7 +182,7 @@ impl Bins {
     /// As `bin_at`.
     #[inline(always)]
     unsafe fn bin_at_mut(&mut self, offset: usize) -> *mut Bin {
-        debug_assert!(offset < NR_CLASSES << BIN_SHIFT && offset.is_multiple_of(1 << BIN_SHIFT));
+        debug_assert!(is_bin_offset(offset));
         // SAFETY: the offset is a bin's (contract).
         addressed_by_register(unsafe { self.bins.as_mut_ptr().byte_add(offset) })
     }
@@ -279,7 +243,7 @@ impl Bins {
     #[inline(always)]
     fn add_room(&self, class: usize, by: i32) {
         let r = &self.bins[class].state;
-        r.store(r.load(Relaxed).wrapping_add(by as i64 as u64), Relaxed);
+        bump(r, by as i64 as u64);
         debug_assert!(room_of(r.load(Relaxed)) <= self.limit[class] as i32);
     }
 
@@ -315,7 +279,7 @@ impl Bins {
     }
 
     /// [`pop`](Self::pop) from the bin `offset` bytes in
-    /// ([`bin_offset_of`]).
+    /// (`classes::bin_offset_of`).
     ///
     /// # Safety
     /// `offset` is a class's bin offset; as `pop`.
@@ -330,8 +294,7 @@ impl Bins {
                 let obj = FreeObject::at(p);
                 (*b).head = obj.next();
                 obj.unmark();
-                let r = &(*b).state;
-                r.store(r.load(Relaxed).wrapping_add(1), Relaxed);
+                bump(&(*b).state, 1);
             }
             p
         }
@@ -353,8 +316,7 @@ impl Bins {
             obj.set_next((*b).head);
             obj.mark(key);
             (*b).head = p;
-            let r = &(*b).state;
-            r.store(r.load(Relaxed).wrapping_add(PUSH_DELTA), Relaxed);
+            bump(&(*b).state, PUSH_DELTA);
         }
     }
 
@@ -365,7 +327,10 @@ impl Bins {
         self.bins[class].head = head;
         let r = &self.bins[class].state;
         let room = (self.limit[class] as i32 - n as i32) as i64 as u64;
-        r.store((r.load(Relaxed) & !ROOM_MASK) | (room.wrapping_add(ROOM_BIAS) & ROOM_MASK), Relaxed);
+        r.store(
+            (r.load(Relaxed) & !ROOM_MASK) | (room.wrapping_add(ROOM_BIAS) & ROOM_MASK),
+            Relaxed,
+        );
     }
 
     /// Keeps the first `keep` objects of the bin of `class` and returns

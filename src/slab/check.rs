@@ -130,7 +130,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                 classes::SLAB_ORDER[class],
                 "slab of the wrong order"
             );
-            assert_eq!(usize::from((*s).bin_offset), class << crate::slab::bin::BIN_SHIFT);
+            assert_eq!(usize::from((*s).bin_offset), class << classes::BIN_SHIFT);
             let info = classes::CLASS_INFO[class];
             assert_eq!(
                 ((*s).obj_inverse, (*s).obj_shift),

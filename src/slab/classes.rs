@@ -25,7 +25,7 @@ pub const MIN_CLASS_SIZE: usize = 16;
 /// Number of size classes.
 pub const NR_CLASSES: usize = 15 + 6 * 8;
 /// Size lookups go through a table indexed by `(size + 7) / 8`.
-pub const LOOKUP_LEN: usize = SMALL_MAX / 8 + 1;
+const LOOKUP_LEN: usize = SMALL_MAX / 8 + 1;
 
 const fn build_sizes() -> [u32; NR_CLASSES] {
     let mut s = [0u32; NR_CLASSES];
@@ -54,10 +54,16 @@ const fn build_sizes() -> [u32; NR_CLASSES] {
 /// Object size of each class.
 pub static CLASS_SIZE: [u32; NR_CLASSES] = build_sizes();
 
-/// The class of each `(size + 7) / 8` (the table behind [`class_of`]).
-pub const fn build_lookup() -> [u8; LOOKUP_LEN] {
+/// log2 of the stride of a heap's bins (`bin::Bin`, which asserts it):
+/// the bin of class `c` is `c << BIN_SHIFT` bytes into the bins.
+pub const BIN_SHIFT: u32 = 4;
+
+/// The bin offset (`class << BIN_SHIFT`) of each `(size + 7) / 8`: the
+/// one size table, behind both [`bin_offset_of`] (malloc's fast path, one
+/// load and one add to the bin) and [`class_of`].
+const fn build_lookup() -> [u16; LOOKUP_LEN] {
     let sizes = build_sizes();
-    let mut t = [0u8; LOOKUP_LEN];
+    let mut t = [0u16; LOOKUP_LEN];
     let mut q = 0;
     let mut c = 0;
     while q < LOOKUP_LEN {
@@ -65,20 +71,27 @@ pub const fn build_lookup() -> [u8; LOOKUP_LEN] {
         while (sizes[c] as usize) < size {
             c += 1;
         }
-        t[q] = c as u8;
+        t[q] = (c as u16) << BIN_SHIFT;
         q += 1;
     }
     t
 }
 
-static CLASS_OF: [u8; LOOKUP_LEN] = build_lookup();
+static BIN_OFFSET_OF: [u16; LOOKUP_LEN] = build_lookup();
+
+/// The offset into a heap's bins of the bin for a request of `size` ≤
+/// SMALL_MAX bytes (its class is the offset `>> BIN_SHIFT`).
+#[inline(always)]
+pub fn bin_offset_of(size: usize) -> usize {
+    debug_assert!(size <= SMALL_MAX);
+    // The table covers every size up to SMALL_MAX.
+    BIN_OFFSET_OF[(size + 7) >> 3] as usize
+}
 
 /// The class of a request of `size` ≤ SMALL_MAX bytes.
 #[inline(always)]
 pub fn class_of(size: usize) -> usize {
-    debug_assert!(size <= SMALL_MAX);
-    // SAFETY-free: the table covers every size up to SMALL_MAX.
-    CLASS_OF[(size + 7) >> 3] as usize
+    bin_offset_of(size) >> BIN_SHIFT
 }
 
 const fn build_orders() -> [u8; NR_CLASSES] {
@@ -154,6 +167,20 @@ const fn build_capacity() -> [u16; NR_CLASSES] {
 
 /// Objects per slab of each class.
 pub static CAPACITY: [u16; NR_CLASSES] = build_capacity();
+
+/// The most objects a slab of any class holds (a refill's most).
+pub const MAX_CAPACITY: u16 = {
+    let cap = build_capacity();
+    let mut m = 0;
+    let mut c = 0;
+    while c < NR_CLASSES {
+        if cap[c] > m {
+            m = cap[c];
+        }
+        c += 1;
+    }
+    m
+};
 
 /// The inverse of odd `d` modulo 2^16 (Newton's iteration: each step
 /// doubles the correct low bits, from 3 to more than 16).

@@ -109,10 +109,10 @@ pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize)
 }
 
 /// Frees object `p` of slab `s` whose size the caller knows (Rust's
-/// `dealloc`, C++'s sized delete): `class` is that size's class. A slab of
-/// that class or larger holds a block at least that big, so the
-/// object-start check is skipped; anything else takes [`free`]'s full
-/// checks.
+/// `dealloc`, C++'s sized delete): `offset` is that size's bin offset
+/// (`classes::bin_offset_of`, which grows with the class). A slab of that
+/// class or larger holds a block at least that big, so the object-start
+/// check is skipped; anything else takes [`free`]'s full checks.
 ///
 /// # Safety
 /// As [`free`], and `d` is a live slab's page (its `head` non-null: a
@@ -123,13 +123,14 @@ pub unsafe fn free_sized(
     d: *mut Page,
     h: *const Heap,
     key: usize,
-    class: usize,
+    offset: usize,
 ) -> Freed {
     // SAFETY: as in `free`; the caller vouches that p starts a block of at
-    // least the size of `class`, which the slab's class confirms holds.
+    // least the size of `offset`'s class, which the slab's class confirms
+    // holds.
     unsafe {
         let v = slab::free_view(d);
-        if class <= (*v).class as usize && !FreeObject::at(p).holds(key) {
+        if offset <= usize::from((*v).bin_offset) && !FreeObject::at(p).holds(key) {
             return free_checked(p, v, h, key);
         }
         free(p, d, h, key)

@@ -389,7 +389,7 @@ impl Heap {
     }
 
     /// [`alloc_fast`](Self::alloc_fast) from the bin `offset` bytes in
-    /// (`bin::bin_offset_of`): malloc's fast path.
+    /// (`classes::bin_offset_of`): malloc's fast path.
     ///
     /// # Safety
     /// As `alloc_fast`, and `offset` is a class's bin offset.

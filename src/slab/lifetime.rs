@@ -103,12 +103,11 @@ impl Lifetimes {
         let cap = u64::from(CAPACITY[class]);
         let r = u64::from(self.reused[class]) + u64::from(n);
         self.reused[class] = (r % cap) as u32;
-        let mut emptied = u64::from(self.emptied[class]) + r / cap;
-        while emptied >= u64::from(SATURATE - 1) {
-            emptied /= 2;
-            self.made[class] /= 2;
+        let emptied = u64::from(self.emptied[class]) + r / cap;
+        self.emptied[class] = emptied.min(u64::from(SATURATE - 1)) as u32;
+        while self.emptied[class] >= SATURATE - 1 {
+            self.halve(class);
         }
-        self.emptied[class] = emptied as u32;
     }
 
     fn halve(&mut self, class: usize) {

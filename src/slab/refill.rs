@@ -91,7 +91,11 @@ impl Owned<'_> {
                         // fresh, and every one the bin had pushed since
                         // its last refill (it is empty now).
                         let pushed = self.local.bins.take_pushes(class);
-                        let reused = if fresh { pushed } else { pushed.saturating_add(n) };
+                        let reused = if fresh {
+                            pushed
+                        } else {
+                            pushed.saturating_add(n)
+                        };
                         self.local.lifetimes.objects_reused(class, reused);
                         bump(
                             &self.heap.small_taken,

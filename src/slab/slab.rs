@@ -36,8 +36,7 @@ use crate::geometry::{PAGE_DESC_SIZE, PAGE_SIZE};
 use crate::page::{Linked, Page, PageKind};
 use crate::section::{desc_of, page_addr};
 
-use super::bin::BIN_SHIFT;
-use super::classes::{self, CAPACITY, CLASS_INFO, CLASS_SIZE};
+use super::classes::{self, BIN_SHIFT, CAPACITY, CLASS_INFO, CLASS_SIZE};
 use super::object::FreeObject;
 
 /// Low bit of `thread_free`: the slab is full and its owner wants to hear
@@ -118,7 +117,7 @@ pub struct Slab {
     /// ([`set_reserved`]).
     pub reserved: u16,
     /// The byte offset of the class's bin in a heap's bins (`class <<
-    /// bin::BIN_SHIFT`): the free path reaches the bin with one load and
+    /// classes::BIN_SHIFT`): the free path reaches the bin with one load and
     /// one add. (How many objects the slab holds is the class's:
     /// [`Slab::capacity`].)
     pub bin_offset: u16,
