@@ -27,11 +27,18 @@ fn set_errno(e: i32) {
 /// Allocates an object of size class `class`.
 #[inline(always)]
 fn alloc_class(class: usize) -> *mut u8 {
-    // SAFETY: tls::heap is this thread's heap or the empty heap; class is
-    // a valid class index.
-    let p = unsafe { Heap::alloc_fast(tls::heap(), class) };
+    alloc_at(class << classes::BIN_SHIFT)
+}
+
+/// Allocates an object from the bin `offset` bytes in (a class's bin
+/// offset): the fast path, else the slow path of its class.
+#[inline(always)]
+fn alloc_at(offset: usize) -> *mut u8 {
+    // SAFETY: tls::heap is this thread's heap or the empty heap; the
+    // offset is the bin of a valid class (the callers').
+    let p = unsafe { Heap::alloc_fast_at(tls::heap(), offset) };
     if p.is_null() {
-        runtime::alloc_small_slow(class)
+        runtime::alloc_small_slow(offset >> classes::BIN_SHIFT)
     } else {
         p
     }
@@ -51,15 +58,7 @@ pub fn alloc_small_fast(size: usize) -> *mut u8 {
 #[inline(always)]
 pub fn alloc(size: usize) -> *mut u8 {
     if size <= SMALL_MAX {
-        let offset = classes::bin_offset_of(size);
-        // SAFETY: tls::heap is this thread's heap or the empty heap; the
-        // offset is the bin of a valid class.
-        let p = unsafe { Heap::alloc_fast_at(tls::heap(), offset) };
-        if p.is_null() {
-            runtime::alloc_small_slow(offset >> classes::BIN_SHIFT)
-        } else {
-            p
-        }
+        alloc_at(classes::bin_offset_of(size))
     } else {
         runtime::alloc_big(size, PAGE_SIZE, false)
     }
