@@ -5,9 +5,8 @@
 //! in the section's first MAX_ORDER block (see [`crate::section`]). As in
 //! the kernel, only the *head* page of a block (free, cached or allocated)
 //! carries state; every other descriptor is `PageKind::None` with all fields
-//! zero, except the tail pages of a slab, which point at their head and
-//! keep copies of the head's fields the free fast path reads (the slab's
-//! *free view*, `slab::free_view`).
+//! zero, except the tail pages of a slab, which point at their head (the
+//! free fast path finds the head by masking instead: `slab::free_view`).
 //!
 //! The first 32 bytes are common to every kind: kind, order, migratetype,
 //! flags, a 32-bit word, the list links and `head`. What the word and the
@@ -20,7 +19,7 @@
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
 //! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge) |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
-//! | `SlabTail`             | [`crate::slab::Slab`], free view only | `base_mul` (bytes 6..8) | `owner`, `class`, `bin_offset`, object check |
+//! | `SlabTail`             | [`Page`] (`head` only)  | -                | -            |
 //!
 //! Locking: a descriptor belongs to whoever owns its block: the zone lock
 //! for `Buddy`/`Isolated`, the pageset lock for `Pcp`, the owning thread
@@ -234,7 +233,7 @@ impl Page {
     /// Bytes [`OBJECT_BOUND_OFFSET`].. of the descriptor: the slab
     /// view's `reserved` (objects carved), which the free fast path's
     /// object check compares with. Zero in every descriptor that is not a
-    /// live slab's head or tail (no other view writes these bytes and
+    /// live slab's head (no other view writes these bytes and
     /// `reset` clears them), so on any other page that check fails
     /// without a test of the kind.
     #[inline]

@@ -139,13 +139,11 @@ fn park_state(h: &Heap) -> (usize, usize, usize, u64) {
 }
 
 #[test]
-fn park_high_tunes_itself_and_parked_slabs_serve_any_class_of_their_order() {
+fn park_high_tunes_itself_and_parked_slabs_serve_any_class() {
     let env = Env::new(256 << 20);
     let h = env.heap();
     let (a, b) = (128, 256);
-    assert_eq!(SLAB_ORDER[class_of(a)], 0);
-    assert_eq!(SLAB_ORDER[class_of(b)], 0);
-    let slab = PAGE_SIZE;
+    let slab = PAGE_SIZE << SLAB_ORDER;
     let fits = PARK_HIGH_MIN / slab; // slabs parked before the first miss
     let n = fits + 36;
     assert_eq!(park_state(h), (PARK_HIGH_MIN, 0, 0, 0));
@@ -245,16 +243,15 @@ fn remote_frees_reach_the_owner_even_from_full_slabs() {
 
 /// How many freed objects a bin keeps before the owner's frees go
 /// straight back to their slabs: 64 KiB of a class (BIN_BYTES), but no
-/// more than two slabs' worth and 1024 objects (BIN_MAX). The classes of
-/// 16–64 B live in 32 KiB slabs, so BIN_MAX is the bound for them: 1024
-/// objects (16 KiB of 16 B, 64 KiB of 64 B, where BIN_BYTES and two slabs
-/// are too). Above 64 B two slabs are: 64 objects of 128 B (one-page slabs
-/// of 32).
+/// more than two slabs' worth and 1024 objects (BIN_MAX). Slabs are 32
+/// KiB, so up to 64 B BIN_MAX is the bound: 1024 objects (16 KiB of 16 B,
+/// 64 KiB of 64 B, where BIN_BYTES and two slabs are too); above, BIN_BYTES
+/// and two slabs are: 512 objects of 128 B.
 #[test]
 fn a_bin_keeps_64_kib_two_slabs_or_1024_objects_whichever_is_least() {
     let env = Env::new(64 << 20);
     let h = env.heap();
-    for (size, kept) in [(16, 1024), (64, 1024), (128, 64)] {
+    for (size, kept) in [(16, 1024), (64, 1024), (128, 512)] {
         let class = class_of(size);
         let v = fill(&env, h, size, 3);
         let n = v.len();
@@ -582,12 +579,14 @@ fn temporaries_and_keepers(group_by_lifetime: bool) -> (usize, usize) {
 #[test]
 fn grouping_by_lifetime_keeps_long_lived_objects_out_of_churned_pageblocks() {
     // Rounds of 4, 8, ... 24 MiB of temporaries, 84 MiB in all, and 2.6
-    // MiB of kept objects among them (128 B: a class of one-page slabs, as
-    // the temporaries'; 64 B objects now take 32 KiB slabs, which gather
-    // the kept ones in few pageblocks with or without grouping). Measured:
-    // mobility only 14 pinned, 2 whole; by lifetime 3 pinned, 15 whole (7
-    // and 11 while a long-lived class took parked slabs of churned
-    // pageblocks).
+    // MiB of kept objects among them (128 B, in 32 KiB slabs as every
+    // class). Measured: mobility only 13 pinned, 1 whole; by lifetime 7
+    // pinned, 7 whole. (With one-page slabs for both classes it was 14 and
+    // 2 against 3 and 15: a kept slab now holds 256 objects, a quarter of
+    // its pageblock's pages at most, so between rounds its pageblock is
+    // mostly free and the temporaries' fallback claims it, as the kernel's
+    // stealing does past half a pageblock; the kept class then steals
+    // from theirs.)
     let (pinned_mixed, whole_mixed) = temporaries_and_keepers(false);
     let (pinned, whole) = temporaries_and_keepers(true);
     eprintln!(
@@ -600,11 +599,11 @@ fn grouping_by_lifetime_keeps_long_lived_objects_out_of_churned_pageblocks() {
     // two types; the temporaries of later rounds take pageblocks that
     // empty whole.
     assert!(
-        pinned + 8 <= pinned_mixed,
+        pinned + 5 <= pinned_mixed,
         "{pinned} pageblocks hold a kept object against {pinned_mixed}"
     );
     assert!(
-        whole >= whole_mixed + 10,
+        whole >= whole_mixed + 5,
         "{whole} whole free pageblocks against {whole_mixed}"
     );
 }

@@ -60,7 +60,7 @@ fn refill(h: *mut Heap, class: usize) -> *mut u8 {
         collect_if_asked(h, &pages);
         reclaim::or_reclaim(
             h,
-            PAGE_SIZE << crate::slab::classes::SLAB_ORDER[class],
+            PAGE_SIZE << crate::slab::classes::SLAB_ORDER,
             true,
             || (*h).owned().alloc_slow(class, &pages),
         )

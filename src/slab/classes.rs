@@ -8,15 +8,15 @@
 //! up is a multiple of 16, and power-of-two classes are naturally aligned
 //! because slabs start on a page and objects are packed from offset 0.
 //!
-//! Each class lives in slabs of order 0..=3 chosen to waste little of the
-//! slab: the smallest order that holds at least sixteen objects with a
-//! tail of at most 1/16 of the slab (for classes of at most 64 bytes the
-//! largest such order that wastes least: 32 KiB, see
-//! [`LARGEST_ORDER_MAX_SIZE`]), else the order with the least waste among
-//! those holding four. Four classes cannot do better at order ≤ 3 (3328:
-//! 8.6%, 7168: 12.5%, 5632: 14.1%, 6656: 18.8%); the pagesets only cache
-//! orders ≤ 3, so we keep the 12.5% internal-waste spacing and accept
-//! those tails.
+//! Every class lives in slabs of order 3 (32 KiB, [`SLAB_ORDER`]): the
+//! largest order the pagesets cache, and one order for all, so a slab's
+//! head page descriptor is found from any of its pages' by masking the
+//! descriptor's address (`slab::free_view`), and an empty slab parked by
+//! one class serves any other. The untouched tail is carved a page at a
+//! time (`slab::extend`), so a class barely used costs no more memory than
+//! with one-page slabs. Four classes waste more than 1/16 of a 32 KiB slab
+//! (3328: 8.6%, 7168: 12.5%, 5632: 14.1%, 6656: 18.8%); we keep the 12.5%
+//! internal-waste spacing and accept those tails.
 
 use crate::geometry::{PAGE_SHIFT, PAGE_SIZE, SMALL_MAX};
 
@@ -94,72 +94,27 @@ pub fn class_of(size: usize) -> usize {
     bin_offset_of(size) >> BIN_SHIFT
 }
 
-const fn build_orders() -> [u8; NR_CLASSES] {
-    let sizes = build_sizes();
-    let mut o = [0u8; NR_CLASSES];
-    let mut c = 0;
-    while c < NR_CLASSES {
-        let size = sizes[c] as usize;
-        // The smallest order that wastes at most 1/16 and holds
-        // MIN_OBJECTS objects — for a class of at most
-        // LARGEST_ORDER_MAX_SIZE bytes the largest such order that wastes
-        // least; failing that, the order that wastes the smallest
-        // fraction while holding at least 4.
-        let mut best = 3;
-        let mut best_waste_per_mille = usize::MAX;
-        let mut order = 0;
-        let mut found = false;
-        while order <= 3 {
-            let slab = PAGE_SIZE << order;
-            let n = slab / size;
-            let waste = slab - n * size;
-            let per_mille = waste * 1000 / slab;
-            if n >= MIN_OBJECTS
-                && waste * 16 <= slab
-                && (!found || (size <= LARGEST_ORDER_MAX_SIZE && per_mille <= best_waste_per_mille))
-            {
-                best_waste_per_mille = per_mille;
-                best = order;
-                found = true;
-            } else if !found && n >= 4 && per_mille < best_waste_per_mille {
-                best = order;
-                best_waste_per_mille = per_mille;
-            }
-            order += 1;
-        }
-        o[c] = best as u8;
-        c += 1;
-    }
-    o
-}
-
-/// Classes of at most this many bytes take the largest slab order (32
-/// KiB) among those that waste least, not the smallest: their objects come
-/// and go by the thousand, and a 4 KiB slab of them runs dry, fills or
-/// empties every few hundred operations, each time a trip through the
-/// heap's slab lists and the page allocator. The tail is carved a page at
-/// a time (`slab::extend`), so a class barely used costs no more memory.
-/// sh8bench (mostly 8-48 B objects, 4 threads): 0.81 of the time with 4
-/// KiB slabs; xmalloc-test (64 B): 0.59 of the time and 38 against 55 MiB
-/// peak; sh6bench 0.91. Up to 16 B only: 0.91, 0.89, 0.87; every class:
-/// 0.77, 0.71, 1.23 (sh6bench's classes then stay long-lived, in huge
-/// pages under `dense`, whose faults this VM makes slow).
-pub const LARGEST_ORDER_MAX_SIZE: usize = 64;
-
-/// Objects a slab should hold when an order ≤ 3 allows it: fewer slabs per
-/// class means fewer trips to the pagesets when a class grows and shrinks.
-pub const MIN_OBJECTS: usize = 16;
-
-/// Slab order of each class.
-pub static SLAB_ORDER: [u8; NR_CLASSES] = build_orders();
+/// The order of every slab. 32 KiB: a slab of objects that come and go by
+/// the thousand runs dry, fills or empties every few hundred operations,
+/// each time a trip through the heap's slab lists and the page allocator —
+/// fewer with larger slabs; and a free reads the descriptor that its
+/// slab's eight pages share, not one per page, so frees of a slab's
+/// objects mostly find it in cache. Measured against slabs of order
+/// 0..=3 by class with a free view in every page: on an AMD EPYC (Zen 3)
+/// larsonN 0.96 of the time, sh6bench 0.97, sh8bench 0.99
+/// (`docs/bench-2026-12-02f.md`); on an Intel Xeon, 3 interleaved rounds
+/// of the published programs, larsonN 0.90, sh8bench 0.93, sh6bench 1.05,
+/// glibc-thread 1.07, 0.99 on the geometric mean (`docs/bench-2026-12-03.md`).
+pub const SLAB_ORDER: u32 = 3;
+/// Pages of a slab.
+pub const SLAB_PAGES: usize = 1 << SLAB_ORDER;
 
 const fn build_capacity() -> [u16; NR_CLASSES] {
     let sizes = build_sizes();
-    let orders = build_orders();
     let mut cap = [0u16; NR_CLASSES];
     let mut c = 0;
     while c < NR_CLASSES {
-        cap[c] = ((PAGE_SIZE << orders[c]) / sizes[c] as usize) as u16;
+        cap[c] = ((PAGE_SIZE << SLAB_ORDER) / sizes[c] as usize) as u16;
         c += 1;
     }
     cap
@@ -260,12 +215,13 @@ pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
 pub fn slab_align(c: usize) -> usize {
     let size = CLASS_SIZE[c] as usize;
     let pow = 1usize << size.trailing_zeros();
-    pow.min(PAGE_SIZE << SLAB_ORDER[c])
+    pow.min(PAGE_SIZE << SLAB_ORDER)
 }
 
 const _: () = assert!(NR_CLASSES <= 255);
-// Slab offsets fit the 16-bit object check.
-const _: () = assert!(PAGE_SIZE << crate::geometry::PAGE_ALLOC_COSTLY_ORDER <= 1 << 16);
+// Slab offsets fit the 16-bit object check, and the pagesets cache slabs.
+const _: () = assert!(PAGE_SIZE << SLAB_ORDER <= 1 << 16);
+const _: () = assert!(SLAB_ORDER <= crate::geometry::PAGE_ALLOC_COSTLY_ORDER);
 const _: () = assert!(PAGE_SHIFT == 12);
 
 #[cfg(test)]
@@ -297,7 +253,7 @@ mod tests {
     #[test]
     fn slabs_waste_little_and_hold_several_objects() {
         for c in 0..NR_CLASSES {
-            let slab = PAGE_SIZE << SLAB_ORDER[c];
+            let slab = PAGE_SIZE << SLAB_ORDER;
             let size = CLASS_SIZE[c] as usize;
             let waste = slab - CAPACITY[c] as usize * size;
             assert!(CAPACITY[c] >= 4, "class {size}: {} objects", CAPACITY[c]);
@@ -306,11 +262,7 @@ mod tests {
             } else {
                 16
             };
-            assert!(
-                waste * limit <= slab,
-                "class {size} order {} wastes {waste}",
-                SLAB_ORDER[c]
-            );
+            assert!(waste * limit <= slab, "class {size} wastes {waste}");
         }
     }
 
@@ -330,7 +282,7 @@ mod tests {
     fn object_index_is_exact_at_every_offset_and_base() {
         for c in 0..NR_CLASSES {
             let size = CLASS_SIZE[c] as usize;
-            let slab = PAGE_SIZE << SLAB_ORDER[c];
+            let slab = PAGE_SIZE << SLAB_ORDER;
             // Every page-aligned base a slab of the class can have, the
             // top of the 16 bits included (the product wraps).
             for base in (0..1usize << 16).step_by(PAGE_SIZE) {

@@ -43,9 +43,9 @@ pub enum Freed {
 /// its bin when `h` owns the slab, or — the bin full — straight back onto
 /// the slab's own list.
 ///
-/// The object check reads `d` as a slab's free view ([`slab::free_view`]):
-/// only a live slab's descriptors have a non-zero `reserved`, so on any other
-/// page the check fails and the caller's slow path sorts it out (a
+/// The object check reads `d`'s slab through its free view
+/// ([`slab::free_view`]): only a live slab's head has a non-zero
+/// `reserved`, so on any other page the check fails and the caller's slow path sorts it out (a
 /// page-granular block, or a report). The fast path needs no test of
 /// `head` for that.
 ///
@@ -86,9 +86,9 @@ pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize)
     // SAFETY: as in `free`; the caller vouches for the object checks. The
     // bin is the calling thread's own, and a full one (every bin of the
     // empty heap, which owns no slab) is not pushed on; the slab's own list
-    // is written only by its owner, which `h` is. Owner and class are read
-    // from the free view `v`, which holds the head's (`slab::free_view`):
-    // the head's line is touched only when the bin is full.
+    // is written only by its owner, which `h` is. Owner, bin offset and
+    // class are read from the free view `v`, the slab's head descriptor
+    // (`slab::free_view`), whose line the object check loaded.
     unsafe {
         if Slab::fixed_owner(v) != h as *mut u8 {
             return Freed::Remote;

@@ -1,8 +1,8 @@
-//! Small objects (≤ 8 KiB): size classes in slabs of order 0..=3 taken from
+//! Small objects (≤ 8 KiB): size classes in 32 KiB slabs (order 3) taken from
 //! a page allocator as UNMOVABLE blocks (RECLAIMABLE for classes whose
 //! objects die young: `lifetime.rs`), served from thread heaps.
 //!
-//! - `classes.rs`: the size classes and their slab orders;
+//! - `classes.rs`: the size classes and the slab order;
 //! - `slab.rs`: one slab and its descriptor (the [`Slab`] view);
 //! - `heap.rs`: a thread heap over slabs ([`Heap`], and [`Owned`], its
 //!   owner's handle), its counters and the entry points of the fast paths;

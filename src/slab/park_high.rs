@@ -6,8 +6,8 @@
 //! straight back: a class that shrinks and grows again — a loop allocating
 //! and freeing a few thousand objects — would otherwise pay a round trip
 //! through the pageset per slab (and, when a burst of slab frees trips
-//! free_high, through the zone lock). Any class of the same slab order can
-//! take a parked slab. How much is parked is tuned the way a pageset's
+//! free_high, through the zone lock). Any class can take a parked slab
+//! (every slab has the same order). How much is parked is tuned the way a pageset's
 //! `high` is: `park_high` starts at PARK_HIGH_MIN; each slab given back for
 //! lack of room is remembered, and each new slab the heap then has to ask
 //! for grows `park_high` by its size, up to what was given back (the refill

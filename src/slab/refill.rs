@@ -111,7 +111,7 @@ impl Owned<'_> {
                     self.local.current[class] = next;
                     continue;
                 }
-                let order = u32::from(SLAB_ORDER[class]);
+                let order = SLAB_ORDER;
                 let grouping = pages.zone().group_by_lifetime();
                 let mt = self.local.lifetimes.migratetype(class, grouping);
                 let parked = self.heap.parked.take(order);

@@ -1,9 +1,11 @@
-//! A slab: a block of order 0..=3 cut into objects of one size class, and
-//! its descriptor — the [`Slab`] view of the block's head page descriptor,
-//! as the kernel overlays `struct slab` on `struct page`.
+//! A slab: a block of order 3 (`classes::SLAB_ORDER`) cut into objects of
+//! one size class, and its descriptor — the [`Slab`] view of the block's
+//! head page descriptor, as the kernel overlays `struct slab` on `struct
+//! page`.
 //!
 //! An object's slab is found from the object's address alone: section →
-//! page descriptor → `head`. Objects are handed out from three places, in
+//! page descriptor → the first descriptor of its aligned group of eight
+//! ([`free_view`]; every tail's `head` points there too). Objects are handed out from three places, in
 //! this order:
 //!
 //! - `free`: the owner's list (no atomics; only the owning heap touches it);
@@ -76,7 +78,7 @@ const EXTEND_MIN_OBJECTS: usize = 16;
 pub struct Slab {
     /// `PageKind::Slab`.
     pub kind: AtomicU8,
-    /// The slab's order (0..=3).
+    /// The slab's order (`classes::SLAB_ORDER`).
     pub order: u8,
     _migratetype: u8,
     /// `IN_FULL`.
@@ -113,8 +115,8 @@ pub struct Slab {
     pub obj_inverse: u16,
     /// Objects carved so far (the rest is untouched): the free path's
     /// object check takes only these as objects, so a free of a slot never
-    /// handed out is refused. Kept in every tail's free view too
-    /// ([`set_reserved`]).
+    /// handed out is refused. Zero in every other descriptor, tails
+    /// included ([`crate::page::Page::object_bound`]).
     pub reserved: u16,
     /// The byte offset of the class's bin in a heap's bins (`class <<
     /// classes::BIN_SHIFT`): the free path reaches the bin with one load and
@@ -207,9 +209,12 @@ impl Slab {
 /// `class` owned by `owner`.
 ///
 /// # Safety
-/// `head` heads a block the caller owns, of the slab order of `class`.
+/// `head` heads a block the caller owns, of order `classes::SLAB_ORDER`
+/// (a buddy block of that order is aligned to its size).
 pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) -> *mut Slab {
     let s = Slab::from_page(head);
+    debug_assert_eq!(order, classes::SLAB_ORDER);
+    debug_assert!(free_view(head) == s, "slab block off its alignment");
     // SAFETY: the caller owns the block and all its descriptors.
     unsafe {
         (*s).order = order as u8;
@@ -226,8 +231,6 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) ->
         let base = Slab::base(s);
         for i in 1..(1usize << order) {
             let t = desc_of(base + i * PAGE_SIZE);
-            // The free path's fields before `head`, as for the head.
-            (*t.cast::<Slab>()).owner.store(owner, Relaxed);
             (*t).head.store(head, Relaxed);
             (*t).set_kind(PageKind::SlabTail);
         }
@@ -238,60 +241,44 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) ->
     s
 }
 
-/// Writes the class and what the free path's object check needs of it,
-/// in the head and in every tail page's descriptor (see [`free_view`]).
+/// Writes the class and what the free path's object check needs of it.
 ///
 /// # Safety
 /// The caller owns the slab; its `order` is set.
 unsafe fn set_class(s: *mut Slab, class: usize) {
     let info = CLASS_INFO[class];
     let base_mul = (Slab::base(s) as u16).wrapping_mul(info.inverse);
-    // SAFETY: forwarded contract: the head and its tails are the caller's.
+    // SAFETY: forwarded contract: the slab's descriptor is the caller's.
     unsafe {
-        for i in 0..(1usize << (*s).order) {
-            let v = desc_of(Slab::base(s) + i * PAGE_SIZE).cast::<Slab>();
-            (*v).class = class as u8;
-            (*v).base_mul = base_mul;
-            (*v).obj_inverse = info.inverse;
-            (*v).obj_shift = info.shift;
-            (*v).bin_offset = (class << BIN_SHIFT) as u16;
-        }
+        (*s).class = class as u8;
+        (*s).base_mul = base_mul;
+        (*s).obj_inverse = info.inverse;
+        (*s).obj_shift = info.shift;
+        (*s).bin_offset = (class << BIN_SHIFT) as u16;
     }
 }
 
-/// Sets how many objects of slab `s` are carved, in its head and every
-/// tail's free view (the object check's bound, see [`object_at`]).
-///
-/// # Safety
-/// The caller owns the slab.
-unsafe fn set_reserved(s: *mut Slab, reserved: u16) {
-    // SAFETY: forwarded contract: the head and its tails are the caller's.
-    unsafe {
-        (*s).reserved = reserved;
-        for i in 1..(1usize << (*s).order) {
-            (*desc_of(Slab::base(s) + i * PAGE_SIZE).cast::<Slab>()).reserved = reserved;
-        }
-    }
-}
-
-/// Page descriptor `d` of a slab's page seen as a slab: its *free view*. A tail page's descriptor keeps copies of what the free
-/// fast path reads — the object check's `base_mul`, `obj_inverse`,
-/// `obj_shift`, `bin_offset` and `reserved`, the `owner` and the `class` —
-/// written with the head's (`init`, `set_class`, `set_reserved`), so a free reads one descriptor, not
-/// the page's and then its head's: on sh8bench two thirds of the frees'
-/// time went to those two dependent cache misses and the object's.
-/// Nothing else of a tail is valid; the head is its own view.
+/// The slab that page descriptor `d` belongs to, if any: the first
+/// descriptor of its aligned group of [`classes::SLAB_PAGES`] — its *free
+/// view*, all a free reads (the object check's `base_mul`, `obj_inverse`,
+/// `obj_shift`, `bin_offset` and `reserved`, the `owner` and the `class`).
+/// A slab is a block of that many pages aligned to its size, so the group
+/// of any of its pages starts at its head: a free needs no load of `head`
+/// first, and the frees of a slab's objects share one descriptor's line
+/// (per-page copies of it cost larsonN 4% and sh6bench 3%, from the
+/// descriptor misses).
 ///
 /// Any other descriptor may be seen through this view by the object
-/// check alone ([`object_at`]), which fails there: its `reserved` is zero
-/// ([`Page::object_bound`]).
+/// check alone ([`object_at`]), which fails there: the group's first
+/// descriptor is then no live slab's (else the whole group would be that
+/// slab's), so its `reserved` is zero ([`Page::object_bound`]).
 ///
-/// # Safety
-/// `d` is a page descriptor of our sections; only the object check may
-/// read it unless `d` is a live slab's (its `head` non-null).
+/// Safe to call (it only computes an address); only the object check may
+/// read through the result unless `d` is a live slab's page (its `head`
+/// non-null).
 #[inline(always)]
-pub unsafe fn free_view(d: *mut Page) -> *mut Slab {
-    d.cast::<Slab>()
+pub fn free_view(d: *mut Page) -> *mut Slab {
+    (d as usize & !(classes::SLAB_PAGES * PAGE_DESC_SIZE - 1)) as *mut Slab
 }
 
 /// The index of the object of slab `s` that starts at `p`, if one does
@@ -331,20 +318,20 @@ pub unsafe fn object_size(s: *const Slab) -> usize {
     }
 }
 
-/// Sets up an empty slab of the same order again for another `class`: its
+/// Sets up an empty slab again for another `class`: its
 /// objects are forgotten and carved anew from the untouched tail.
 ///
 /// # Safety
 /// `s` is a slab owned by the calling heap, with no live object, no
-/// pending remote free, on no list, and `SLAB_ORDER[class]` is its order.
+/// pending remote free, and on no list.
 pub unsafe fn reinit(s: *mut Slab, class: usize) {
     // SAFETY: the caller owns the slab; nobody else may touch its objects.
     unsafe {
         debug_assert_eq!((*s).used, 0);
-        debug_assert_eq!(super::classes::SLAB_ORDER[class], (*s).order);
+        debug_assert_eq!(u32::from((*s).order), classes::SLAB_ORDER);
         debug_assert_eq!((*s).thread_free.load(Relaxed), 0);
         set_class(s, class);
-        set_reserved(s, 0);
+        (*s).reserved = 0;
         (*s).free = core::ptr::null_mut();
     }
 }
@@ -364,8 +351,6 @@ pub unsafe fn fini(s: *mut Slab) -> *mut Page {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(core::ptr::null_mut(), Relaxed);
             (*t).set_kind(PageKind::None);
-            // The free view's copies go too.
-            (*t).reset();
         }
         (*head).reset();
         (*head).order = order as u8; // the memory was written: not clean
@@ -439,7 +424,7 @@ pub unsafe fn extend(s: *mut Slab) -> bool {
             next = obj.addr();
         }
         (*s).free = next;
-        set_reserved(s, (first + n) as u16);
+        (*s).reserved = (first + n) as u16;
         true
     }
 }
