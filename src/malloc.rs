@@ -115,9 +115,9 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 
 /// `free`. Never changes errno.
 ///
-/// One lookup: the address is ours when it is in a section, and its page
-/// descriptor says what it is — a slab's object (the object check passes
-/// on the descriptor's free view), or else, on the slow path, a
+/// One lookup: the address is ours when it is in a section, and the
+/// descriptor of its slab-sized block's head says what it is — a slab's
+/// object (the object check passes on it), or else, on the slow path, a
 /// page-granular block or a bad pointer.
 ///
 /// # Safety
@@ -126,13 +126,14 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 #[inline(always)]
 pub unsafe fn free(p: *mut u8) {
     let a = p as usize;
-    if let Some(d) = section::lookup(a) {
-        // SAFETY: d is p's page descriptor in our section, readable; the
-        // fast path leaves anything but a slab's object to the slow path,
-        // which tells a page-granular block from a bad pointer.
+    if let Some(v) = slab::slab::lookup(a) {
+        // SAFETY: v is the descriptor of p's block's head in our section,
+        // readable; the fast path leaves anything but a slab's object to
+        // the slow path, which tells a page-granular block from a bad
+        // pointer.
         unsafe {
-            let left = slab::free(p, d, tls::heap(), runtime::free_key());
-            runtime::finish_free(p, d, left)
+            let left = slab::free(p, v, tls::heap(), runtime::free_key());
+            runtime::finish_free(p, v, left)
         };
     } else if !p.is_null() {
         // SAFETY: p is non-null; a giant block or not ours (reported).
@@ -153,18 +154,18 @@ pub unsafe fn free(p: *mut u8) {
 pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
     let a = p as usize;
     if size <= SMALL_MAX {
-        let Some(d) = section::lookup(a) else {
+        let Some(v) = slab::slab::lookup(a) else {
             // SAFETY: forwarded contract.
             return unsafe { free(p) };
         };
-        // SAFETY: descriptors of our sections are always readable.
-        let s = unsafe { (*d).head.load(Relaxed) }.cast::<Slab>();
-        if !s.is_null() {
+        // SAFETY: descriptors of our sections are always readable; only a
+        // live slab's head has objects carved (`Page::object_bound`).
+        if unsafe { (*v).reserved } != 0 {
             let offset = classes::bin_offset_of(size);
-            // SAFETY: d is the descriptor of a page of slab s.
+            // SAFETY: v is the live slab holding p.
             unsafe {
-                let left = slab::free_sized(p, d, tls::heap(), runtime::free_key(), offset);
-                runtime::finish_free(p, d, left);
+                let left = slab::free_sized(p, v, tls::heap(), runtime::free_key(), offset);
+                runtime::finish_free(p, v, left);
             }
             return;
         }
@@ -265,7 +266,7 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
         } else {
             // lookup checked p: a live object of slab `small`.
             let left = slab::free_checked(p, small, tls::heap(), runtime::free_key());
-            runtime::finish_free(p, Slab::page(small), left);
+            runtime::finish_free(p, small, left);
         }
     }
     q

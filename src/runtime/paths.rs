@@ -103,36 +103,36 @@ fn alloc_small_traced(h: *mut Heap, class: usize) -> *mut u8 {
 }
 
 /// Finishes a free whose fast path (`slab::free` and its kin) left `left`
-/// to do: the one place every free of the malloc API that reached a page
+/// to do: the one place every free of the malloc API that reached a
 /// descriptor ends.
 ///
 /// # Safety
-/// `d` is the page descriptor of `p` in our sections and `left` what the
-/// fast path of the calling thread's free of `p` returned (`SlabChanged`
-/// and `Remote` only for a live slab's object).
+/// `v` is `slab::lookup`'s answer for `p` (in our sections) and `left`
+/// what the fast path of the calling thread's free of `p` returned
+/// (`SlabChanged` and `Remote` only when `v` is `p`'s live slab).
 #[inline(always)]
-pub unsafe fn finish_free(p: *mut u8, d: *mut Page, left: Freed) {
-    // SAFETY: forwarded contract: a slab's object has its head in d.
+pub unsafe fn finish_free(p: *mut u8, v: *mut Slab, left: Freed) {
+    // SAFETY: forwarded contract.
     unsafe {
         match left {
             Freed::Done => {}
-            Freed::SlabChanged => slab_changed(tls::heap(), (*d).head.load(Relaxed).cast()),
-            Freed::Remote => free_small_remote(p, d),
-            Freed::Slow => free_off_slab_or_slow(p, d),
+            Freed::SlabChanged => slab_changed(tls::heap(), v),
+            Freed::Remote => free_small_remote(p, v),
+            Freed::Slow => free_off_slab_or_slow(p),
         }
     }
 }
 
-/// The slow path of a free whose descriptor `d` did not pass the object
-/// check: a page-granular block (`head` null), or a slab's block that is
-/// bad or holds the free key.
+/// The slow path of a free whose descriptor did not pass the object
+/// check: a page-granular block (its page's `head` null), or a slab's
+/// block that is bad or holds the free key.
 ///
 /// # Safety
-/// `d` is the page descriptor of `p` in our sections; the caller is
-/// freeing `p`.
+/// `p` lies in one of our sections; the caller is freeing it.
 #[cold]
 #[inline(never)]
-unsafe fn free_off_slab_or_slow(p: *mut u8, d: *mut Page) {
+unsafe fn free_off_slab_or_slow(p: *mut u8) {
+    let d = crate::section::desc_of(p as usize);
     // SAFETY: descriptors of our sections are readable; forwarded contract.
     unsafe {
         let s = (*d).head.load(Relaxed).cast::<Slab>();
@@ -166,14 +166,13 @@ unsafe fn slab_changed(h: *mut Heap, s: *mut Slab) {
 /// [`free_small_remote_slow`]'s.
 ///
 /// # Safety
-/// `d` is the page descriptor of `p`, a live object of a slab, without the
-/// free key, that the caller frees.
+/// `p` is a live object of slab `s`, without the free key, that the
+/// caller frees.
 #[inline(never)]
-unsafe fn free_small_remote(p: *mut u8, d: *mut Page) {
-    // SAFETY: forwarded contract: d's head is p's slab; the TLS heap is
-    // this thread's (or the empty heap, which the hit turns away).
+unsafe fn free_small_remote(p: *mut u8, s: *mut Slab) {
+    // SAFETY: forwarded contract; the TLS heap is this thread's (or the
+    // empty heap, which the hit turns away).
     unsafe {
-        let s = (*d).head.load(Relaxed).cast::<Slab>();
         if !Heap::free_remote_hit(tls::heap(), p, s, process::free_key()) {
             free_small_remote_slow(p, s)
         }

@@ -108,6 +108,45 @@ pub fn lookup(addr: usize) -> Option<*mut Page> {
     }
 }
 
+/// The descriptor of the head page of the naturally aligned block of
+/// `1 << order` pages that contains `addr`, if `addr` lies in one of our
+/// sections: [`lookup`] for that block instead of the page (the kernel's
+/// `pfn & ~((1 << order) - 1)` before `pfn_to_page`). The descriptor
+/// array starts on a section boundary, so the head's descriptor is the
+/// page's with its address rounded down to `PAGE_DESC_SIZE << order`
+/// bytes: in the primary section one mask of the offset, folded into the
+/// same shift and add as the page's (no instruction more than
+/// [`lookup`], where masking the page's descriptor afterwards costs two).
+/// The free path's first step: a slab is such a block, and its head
+/// descriptor all a free reads.
+#[inline(always)]
+pub fn lookup_block(addr: usize, order: u32) -> Option<*mut Page> {
+    let span = PRIMARY_SPAN.load(Ordering::Acquire);
+    let first = PRIMARY.load(Ordering::Relaxed);
+    let off = addr.wrapping_sub(first);
+    if off < span {
+        // As in `lookup`; the section's data starts on a MAX_ORDER
+        // boundary, so `off` is aligned as the address is.
+        let index_bytes = (off >> order_shift(order)) * (PAGE_DESC_SIZE << order);
+        let base = first - SECTION_META_BYTES + (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE;
+        return Some((base + index_bytes) as *mut Page);
+    }
+    if is_ours(addr) {
+        let d = desc_of(addr) as usize;
+        Some((d & !((PAGE_DESC_SIZE << order) - 1)) as *mut Page)
+    } else {
+        None
+    }
+}
+
+/// The shift from a byte offset to a block index of `order`.
+#[inline(always)]
+const fn order_shift(order: u32) -> u32 {
+    PAGE_SHIFT + order
+}
+
+const _: () = assert!(SECTION_META_BYTES.is_multiple_of(MAX_ORDER_BYTES));
+
 /// The descriptor of the giant block starting at `addr`, if a giant block
 /// starts there (see [`create_giant`](super::create_giant)).
 #[inline]

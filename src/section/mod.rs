@@ -40,7 +40,7 @@ use crate::sys;
 
 mod map;
 
-pub use map::{desc_of, giant_desc, is_ours, lookup, section_base};
+pub use map::{desc_of, giant_desc, is_ours, lookup, lookup_block, section_base};
 
 const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"
 /// Pageblocks per section.

@@ -10,7 +10,6 @@
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
-use crate::page::Page;
 use crate::page_alloc::Pages;
 use crate::report;
 use crate::section::desc_of;
@@ -38,29 +37,27 @@ pub enum Freed {
     Slow,
 }
 
-/// Frees `p`, whose page descriptor is `d` — any descriptor of our
-/// sections, a slab's or not — from the thread whose heap is `h`: onto
-/// its bin when `h` owns the slab, or — the bin full — straight back onto
-/// the slab's own list.
+/// Frees `p`, whose slab-sized block's head descriptor is `v` — seen as
+/// a slab whatever it is ([`slab::lookup`]) — from the thread whose heap
+/// is `h`: onto its bin when `h` owns the slab, or — the bin full —
+/// straight back onto the slab's own list.
 ///
-/// The object check reads `d`'s slab through its free view
-/// ([`slab::free_view`]): only a live slab's head has a non-zero
-/// `reserved`, so on any other page the check fails and the caller's slow path sorts it out (a
-/// page-granular block, or a report). The fast path needs no test of
-/// `head` for that.
+/// The object check reads `v` as a slab: only a live slab's head has a
+/// non-zero `reserved`, so for any other block the check fails and the
+/// caller's slow path sorts it out (a page-granular block, or a report).
+/// The fast path needs no test of the kind for that.
 ///
 /// # Safety
-/// `d` is the page descriptor of `p`'s page in one of our sections, `h`
+/// `v` is [`slab::lookup`]'s answer for `p` (in one of our sections), `h`
 /// the calling thread's heap (or the empty heap), `key` the process's free
 /// key, and the caller is freeing `p` (it may be invalid: the slow path
 /// checks and reports).
 #[inline(always)]
-pub unsafe fn free(p: *mut u8, d: *mut Page, h: *const Heap, key: usize) -> Freed {
-    // SAFETY: d is readable (contract) and a slab's free view if the
-    // object check passes (only those have carved objects); the check proves
-    // p starts an object of it before we read p or write.
+pub unsafe fn free(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize) -> Freed {
+    // SAFETY: v is readable (contract) and a live slab if the object check
+    // passes (only those have carved objects); the check proves p starts
+    // an object of it before we read p or write.
     unsafe {
-        let v = slab::free_view(d);
         if slab::object_at(v, p).is_some() && !FreeObject::at(p).holds(key) {
             return free_checked(p, v, h, key);
         }
@@ -68,8 +65,7 @@ pub unsafe fn free(p: *mut u8, d: *mut Page, h: *const Heap, key: usize) -> Free
     }
 }
 
-/// Frees object `p` of the slab whose free view is `v`, which the caller
-/// has checked already (it starts an object of the slab and does not hold
+/// Frees object `p` of slab `v`, which the caller has checked already (it starts an object of the slab and does not hold
 /// the free key: [`free`], [`free_sized`], realloc's lookup): only the
 /// owner compare and the bin remain; another heap's object is left to
 /// [`free_remote`].
@@ -79,16 +75,15 @@ pub unsafe fn free(p: *mut u8, d: *mut Page, h: *const Heap, key: usize) -> Free
 /// that became empty or was full needs more ([`Freed::SlabChanged`]).
 ///
 /// # Safety
-/// As [`free`], and `p` is a live object of the slab of free view `v`
-/// (checked).
+/// As [`free`], and `p` is a live object of slab `v` (checked).
 #[inline(always)]
 pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize) -> Freed {
     // SAFETY: as in `free`; the caller vouches for the object checks. The
     // bin is the calling thread's own, and a full one (every bin of the
     // empty heap, which owns no slab) is not pushed on; the slab's own list
     // is written only by its owner, which `h` is. Owner, bin offset and
-    // class are read from the free view `v`, the slab's head descriptor
-    // (`slab::free_view`), whose line the object check loaded.
+    // class are read from the slab's descriptor `v`, whose line the object
+    // check loaded.
     unsafe {
         if Slab::fixed_owner(v) != h as *mut u8 {
             return Freed::Remote;
@@ -100,27 +95,26 @@ pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize)
             return Freed::Done;
         }
         let class = (*v).class as usize;
-        let s = (*v).head.load(Relaxed);
-        if Heap::give_back_to_slab(&*h, p, s, class, key) {
+        if Heap::give_back_to_slab(&*h, p, v, class, key) {
             return Freed::SlabChanged;
         }
         Freed::Done
     }
 }
 
-/// Frees object `p` of slab `s` whose size the caller knows (Rust's
+/// Frees object `p` of slab `v` whose size the caller knows (Rust's
 /// `dealloc`, C++'s sized delete): `offset` is that size's bin offset
 /// (`classes::bin_offset_of`, which grows with the class). A slab of that
 /// class or larger holds a block at least that big, so the object-start
 /// check is skipped; anything else takes [`free`]'s full checks.
 ///
 /// # Safety
-/// As [`free`], and `d` is a live slab's page (its `head` non-null: a
+/// As [`free`], and `v` is a live slab (its `reserved` non-zero: a
 /// page-granular block's class field would pass the size test).
 #[inline(always)]
 pub unsafe fn free_sized(
     p: *mut u8,
-    d: *mut Page,
+    v: *mut Slab,
     h: *const Heap,
     key: usize,
     offset: usize,
@@ -129,11 +123,10 @@ pub unsafe fn free_sized(
     // least the size of `offset`'s class, which the slab's class confirms
     // holds.
     unsafe {
-        let v = slab::free_view(d);
         if offset <= usize::from((*v).bin_offset) && !FreeObject::at(p).holds(key) {
             return free_checked(p, v, h, key);
         }
-        free(p, d, h, key)
+        free(p, v, h, key)
     }
 }
 
@@ -315,7 +308,7 @@ pub unsafe fn checked_size(
 pub unsafe fn free_by_every_path(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
     // SAFETY: forwarded contract.
     unsafe {
-        let mut left = free(p, Slab::page(s), h, key);
+        let mut left = free(p, s, h, key);
         if left == Freed::Slow {
             left = free_slow(p, s, h, key);
         }

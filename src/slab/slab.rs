@@ -36,7 +36,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
 
 use crate::geometry::{PAGE_DESC_SIZE, PAGE_SIZE};
 use crate::page::{Linked, Page, PageKind};
-use crate::section::{desc_of, page_addr};
+use crate::section::{self, desc_of, page_addr};
 
 use super::classes::{self, BIN_SHIFT, CAPACITY, CLASS_INFO, CLASS_SIZE};
 use super::object::FreeObject;
@@ -279,6 +279,18 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
 #[inline(always)]
 pub fn free_view(d: *mut Page) -> *mut Slab {
     (d as usize & !(classes::SLAB_PAGES * PAGE_DESC_SIZE - 1)) as *mut Slab
+}
+
+/// The slab `addr` would belong to, if `addr` lies in one of our
+/// sections: the descriptor of the head page of its aligned block of
+/// [`classes::SLAB_PAGES`] pages ([`section::lookup_block`]) seen as a
+/// slab — the free path's only lookup. It is `addr`'s slab when `addr`
+/// lies in one (a slab is such a block); otherwise it is some other
+/// descriptor, which only the object check ([`object_at`]) may read: its
+/// `reserved` is zero ([`Page::object_bound`]), so the check fails.
+#[inline(always)]
+pub fn lookup(addr: usize) -> Option<*mut Slab> {
+    section::lookup_block(addr, classes::SLAB_ORDER).map(Slab::from_page)
 }
 
 /// The index of the object of slab `s` that starts at `p`, if one does
