@@ -9,19 +9,21 @@
 //! first allocation ([`super::heaps`] keeps them all); tests and the
 //! replay make their own.
 //!
-//! This file holds the heap, its owner-only state ([`Local`]), its
-//! counters, the entry points the fast paths inline, and the owner's
-//! handle ([`Owned`]). Its other jobs are `impl Owned` blocks in their own
-//! files: `refill.rs` (refilling bins from slabs, giving objects and
-//! slabs back), `park_high.rs` (how many emptied slabs a heap keeps
-//! parked: `park_high`'s auto-tuning) and `check.rs` (the invariant
-//! checker).
+//! This file holds the heap, its owner-only state ([`Local`]), the entry
+//! points the small-object fast paths inline, and the owner's handle
+//! ([`Owned`]). Its other jobs are in their own files: `refill.rs`
+//! (refilling bins from slabs, giving objects and slabs back),
+//! `park_high.rs` (how many emptied slabs a heap keeps parked:
+//! `park_high`'s auto-tuning), `check.rs` (the invariant checker),
+//! `heap_counters.rs` (what a heap counts, and the bytes in use) and
+//! `heap_blocks.rs` (the entry points of its large bins, the block
+//! cache).
 //!
-//! Allocation pops the class's bin; an empty bin is refilled with up to
-//! its limit of objects from the current slab (its own list, then its
-//! remote list, then its untouched tail). Free pushes on the bin; a full
-//! bin first gives its older half back to the slabs (`flush`). Slab
-//! states, for one heap and class:
+//! Allocation pops the class's bin; an empty bin is refilled with every
+//! free object of the current slab (its own list, then its remote list,
+//! then a page of its untouched tail). Free pushes on the bin; an object
+//! whose bin is full goes straight back onto its slab's own list
+//! (`free.rs`). Slab states, for one heap and class:
 //!
 //! ```text
 //!   new ──► current ──(exhausted)──► full (IN_FULL, on no list)
@@ -47,18 +49,14 @@ use core::cell::UnsafeCell;
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
 
-use crate::geometry::PAGE_SIZE;
-use crate::large;
-use crate::page::{LargeBlock, PageKind, PageList};
-use crate::page_alloc::classes::{class_of_small, class_pages};
+use crate::page::PageList;
 use crate::page_alloc::pcp::Pageset;
-use crate::page_alloc::Pages;
 use crate::sync::bump;
 use crate::trace::Buffer;
 
 use super::bin::{Bins, BIN_LIMIT};
-use super::classes::{CLASS_SIZE, NR_CLASSES};
-use super::large_bins::{LargeBins, BIN_CLASSES, BIN_MAX_BYTES};
+use super::classes::NR_CLASSES;
+use super::large_bins::LargeBins;
 use super::lifetime::Lifetimes;
 use super::object::FreeObject;
 use super::parked::Parked;
@@ -116,7 +114,7 @@ pub struct Local {
 pub struct Heap {
     /// Owner-only state; first, so the fast path reads `current` at a fixed
     /// offset from the heap pointer.
-    local: UnsafeCell<Local>,
+    pub(super) local: UnsafeCell<Local>,
     /// Slabs that had a remote free while full (stack through `next`).
     pub delayed: AtomicPtr<Slab>,
     /// Emptied slabs kept for reuse (see `parked.rs`).
@@ -149,31 +147,16 @@ pub struct Heap {
     /// so the remote free adds one to a word its class indexes. Written by
     /// the owner alone — except on the empty heap, shared by every thread
     /// without a heap, where they are added to atomically.
-    remote_freed_objects: [AtomicU64; NR_CLASSES],
+    pub(super) remote_freed_objects: [AtomicU64; NR_CLASSES],
     /// Bytes of large blocks this heap's thread allocated, and freed.
-    large_allocated: AtomicU64,
-    large_freed: AtomicU64,
+    pub(super) large_allocated: AtomicU64,
+    pub(super) large_freed: AtomicU64,
     /// The trace buffer of the heap's thread, while tracing (null
     /// otherwise; made on the first event and kept with the heap).
     pub trace: AtomicPtr<Buffer>,
     /// Freed large blocks of up to 256 KiB kept for this thread
     /// (`large_bins.rs`).
     pub large_bins: LargeBins,
-}
-
-/// What a heap's counters say about bytes in use (see [`Heap::usage`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HeapUsage {
-    /// Bytes of small objects taken off slabs minus those put back.
-    pub small_out: i64,
-    /// Bytes of small objects waiting on bins (out of their slabs, but
-    /// free).
-    pub binned: u64,
-    /// Bytes of large blocks allocated minus freed through this heap (a
-    /// block freed by another thread counts there).
-    pub large_out: i64,
-    /// Bytes of other heaps' small objects this heap's thread freed.
-    pub remote_freed: i64,
 }
 
 // SAFETY: a heap's owner-only state is reached only through `Owned`, which
@@ -199,15 +182,6 @@ pub static EMPTY_HEAP: Heap = Heap::with_limits([0; NR_CLASSES]);
 #[inline(always)]
 pub(super) fn empty_slab() -> *mut Slab {
     addr_of!(EMPTY_SLAB) as *mut Slab
-}
-
-/// Bytes of the objects counted per class in `counts`.
-fn bytes_of(counts: &[AtomicU64; NR_CLASSES]) -> u64 {
-    counts
-        .iter()
-        .zip(CLASS_SIZE)
-        .map(|(n, size)| n.load(Relaxed).wrapping_mul(u64::from(size)))
-        .fold(0, u64::wrapping_add)
 }
 
 impl Heap {
@@ -246,88 +220,6 @@ impl Heap {
             large_freed: AtomicU64::new(0),
             trace: AtomicPtr::new(ptr::null_mut()),
             large_bins: LargeBins::new(),
-        }
-    }
-
-    /// Counts a large block of `bytes` allocated by this heap's thread.
-    /// Owner only.
-    #[inline]
-    pub fn note_large_allocated(&self, bytes: usize) {
-        bump(&self.large_allocated, bytes as u64);
-    }
-
-    /// Counts a large block of `bytes` freed by this heap's thread. Owner
-    /// only.
-    #[inline]
-    pub fn note_large_freed(&self, bytes: usize) {
-        bump(&self.large_freed, bytes as u64);
-    }
-
-    /// This heap's share of the bytes in use, from any thread. Summed over
-    /// every heap, `small_out - binned` is the bytes of live small objects
-    /// and `large_out` the bytes of live large blocks (each term may be
-    /// negative for one heap: an object can be freed by another heap than
-    /// the one that handed it out). Racy but never torn: each counter is
-    /// read once.
-    pub fn usage(&self) -> HeapUsage {
-        let local = self.local.get();
-        let mut binned = 0u64;
-        for (c, &size) in CLASS_SIZE.iter().enumerate() {
-            // SAFETY: the heap lives forever; only what `Bins::count_of`
-            // may read from any thread is read.
-            let n = unsafe { Bins::count_of(addr_of!((*local).bins), c) };
-            binned += u64::from(n) * u64::from(size);
-        }
-        let d = |a: &AtomicU64, b: &AtomicU64| a.load(Relaxed).wrapping_sub(b.load(Relaxed)) as i64;
-        HeapUsage {
-            small_out: self
-                .small_taken
-                .load(Relaxed)
-                .wrapping_sub(self.small_returned()) as i64,
-            binned,
-            large_out: d(&self.large_allocated, &self.large_freed),
-            remote_freed: bytes_of(&self.remote_freed_objects) as i64,
-        }
-    }
-
-    /// The only-growing counters behind [`usage`](Self::usage): bytes of
-    /// small objects taken onto this heap's bins, put back on its slabs,
-    /// and freed by its thread onto other heaps' slabs; bytes of large
-    /// blocks its thread allocated, and freed.
-    pub fn totals(&self) -> [u64; 5] {
-        let l = |c: &AtomicU64| c.load(Relaxed);
-        [
-            l(&self.small_taken),
-            self.small_returned(),
-            bytes_of(&self.remote_freed_objects),
-            l(&self.large_allocated),
-            l(&self.large_freed),
-        ]
-    }
-
-    /// Bytes of the objects put back on this heap's slabs.
-    fn small_returned(&self) -> u64 {
-        bytes_of(&self.returned_objects)
-    }
-
-    /// Counts another heap's small object of class `class` freed by `h`'s
-    /// thread (`h` is the calling thread's heap or the empty heap). So the
-    /// bytes in use drop at the free, not when the owner collects it.
-    ///
-    /// # Safety
-    /// `h` is the calling thread's heap or the empty heap; `class <
-    /// NR_CLASSES`.
-    #[inline(always)]
-    pub unsafe fn note_remote_freed(h: *const Heap, class: usize) {
-        // SAFETY: heaps live forever; the owner alone writes its counter;
-        // class is in range (contract).
-        unsafe {
-            let n = (*h).remote_freed_objects.get_unchecked(class);
-            if (*h).is_empty_heap() {
-                n.fetch_add(1, Relaxed);
-            } else {
-                bump(n, 1);
-            }
         }
     }
 
@@ -527,118 +419,6 @@ impl Owned<'_> {
     pub(super) fn note_collected(&self, _s: *mut Slab, n: u32) {
         if n > 0 {
             bump(&self.heap.remote_collected, u64::from(n));
-        }
-    }
-}
-
-impl Heap {
-    /// malloc's way into the owner's large bins, for a request of `size`
-    /// bytes aligned to `align`: the live block (zeroed if `zero`), or null
-    /// on a miss or a request the bins do not serve (over
-    /// [`BIN_MAX_BYTES`], or aligned beyond a page). The runtime's paths
-    /// and the replay call this same function.
-    ///
-    /// # Safety
-    /// The calling thread owns this heap (not the empty heap).
-    #[inline(always)]
-    pub unsafe fn alloc_from_bins<'p>(
-        &self,
-        size: usize,
-        align: usize,
-        zero: bool,
-        epoch: u32,
-        pages: impl Fn() -> Pages<'p>,
-    ) -> *mut u8 {
-        debug_assert!(!self.is_empty_heap());
-        if size > BIN_MAX_BYTES || align > PAGE_SIZE {
-            return ptr::null_mut();
-        }
-        let class = class_of_small(size.div_ceil(PAGE_SIZE));
-        // SAFETY: forwarded contract.
-        unsafe {
-            let (head, class) = self.large_bins.take(class, epoch, pages);
-            if head.is_null() {
-                return ptr::null_mut();
-            }
-            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
-            large::make_of_class(head, class, size, zero)
-        }
-    }
-
-    /// [`alloc_from_bins`](Self::alloc_from_bins)'s common case alone, for
-    /// malloc's fast path: a request of at most [`BIN_MAX_BYTES`], aligned
-    /// to a page at most and not zeroed, served by a plain hit
-    /// ([`LargeBins::take_hit`]). Null when anything else is needed: the
-    /// caller then takes the whole path, which does it.
-    ///
-    /// # Safety
-    /// As `alloc_from_bins`; `size <= BIN_MAX_BYTES`.
-    #[inline(always)]
-    pub unsafe fn alloc_from_bins_hit(&self, size: usize, epoch: u32) -> *mut u8 {
-        debug_assert!(!self.is_empty_heap() && size <= BIN_MAX_BYTES);
-        let class = class_of_small(size.div_ceil(PAGE_SIZE));
-        // SAFETY: forwarded contract.
-        unsafe {
-            let (head, class) = self.large_bins.take_hit(class, epoch);
-            if head.is_null() {
-                return ptr::null_mut();
-            }
-            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
-            large::make_of_class(head, class, size, false)
-        }
-    }
-
-    /// [`free_to_bins`](Self::free_to_bins)'s common case alone, for free's
-    /// fast path: `b` of a binned class goes in without a spill
-    /// ([`LargeBins::put_fits`]). False (nothing done) when anything else
-    /// is needed.
-    ///
-    /// # Safety
-    /// As `free_to_bins`.
-    #[inline(always)]
-    pub unsafe fn free_to_bins_fits(&self, b: *mut LargeBlock, epoch: u32) -> bool {
-        debug_assert!(!self.is_empty_heap());
-        // SAFETY: forwarded contract.
-        unsafe {
-            let class = usize::from((*b).order).wrapping_sub(1);
-            if class >= BIN_CLASSES || !self.large_bins.put_fits(b, class, epoch) {
-                return false;
-            }
-            self.note_large_freed(class_pages(class) * PAGE_SIZE);
-            true
-        }
-    }
-
-    /// free's way into the owner's large bins for `b`, a checked live
-    /// large or huge block: `None` when its class has no bin (a huge block
-    /// and a block aligned beyond a page are tagged 0, no class) and the
-    /// caller frees it to the pages; else whether the bins spilled to the
-    /// pages to make room (memory the zone may now give back).
-    ///
-    /// # Safety
-    /// The calling thread owns this heap (not the empty heap) and frees
-    /// `b`, a live large or huge block.
-    #[inline(always)]
-    pub unsafe fn free_to_bins<'p>(
-        &self,
-        b: *mut LargeBlock,
-        epoch: u32,
-        pages: impl Fn() -> Pages<'p>,
-    ) -> Option<bool> {
-        debug_assert!(!self.is_empty_heap());
-        // SAFETY: forwarded contract.
-        unsafe {
-            let class = usize::from((*b).order).wrapping_sub(1);
-            if class >= BIN_CLASSES {
-                return None;
-            }
-            debug_assert_eq!(
-                (*b).kind(),
-                PageKind::Large,
-                "a huge block with a class tag"
-            );
-            self.note_large_freed(class_pages(class) * PAGE_SIZE);
-            Some(self.large_bins.put(b, class, epoch, pages))
         }
     }
 }

@@ -5,7 +5,10 @@
 //! - `classes.rs`: the size classes and the slab order;
 //! - `slab.rs`: one slab and its descriptor (the [`Slab`] view);
 //! - `heap.rs`: a thread heap over slabs ([`Heap`], and [`Owned`], its
-//!   owner's handle), its counters and the entry points of the fast paths;
+//!   owner's handle) and the entry points of the fast paths;
+//! - `heap_counters.rs`: what a heap counts, and the bytes in use it
+//!   reports from any thread ([`heap_counters::HeapUsage`]);
+//! - `heap_blocks.rs`: a heap's entry points into its large bins;
 //! - `refill.rs`: a heap's bins refilled from its slabs, and objects and
 //!   emptied slabs given back;
 //! - `lifetime.rs`: which migratetype a class's new slabs take, learnt
@@ -38,6 +41,8 @@ mod check;
 pub mod classes;
 pub mod free;
 pub mod heap;
+mod heap_blocks;
+pub mod heap_counters;
 pub mod heaps;
 pub mod large_bins;
 pub mod lifetime;

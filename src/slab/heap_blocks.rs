@@ -1,0 +1,129 @@
+//! A heap's way into its large bins (`large_bins.rs`, the thread cache of
+//! the page-granular band): the entry points malloc and free call for
+//! blocks of up to [`BIN_MAX_BYTES`], and the byte counts they keep. Apart
+//! from `heap.rs`, which holds the small-object fast paths, so each file
+//! reads in one sitting; the bins themselves, their tuning and their
+//! locking are `large_bins.rs`'s.
+
+use core::ptr;
+
+use crate::geometry::PAGE_SIZE;
+use crate::large;
+use crate::page::{LargeBlock, PageKind};
+use crate::page_alloc::classes::{class_of_small, class_pages};
+use crate::page_alloc::Pages;
+
+use super::heap::Heap;
+use super::large_bins::{BIN_CLASSES, BIN_MAX_BYTES};
+
+impl Heap {
+    /// malloc's way into the owner's large bins, for a request of `size`
+    /// bytes aligned to `align`: the live block (zeroed if `zero`), or null
+    /// on a miss or a request the bins do not serve (over
+    /// [`BIN_MAX_BYTES`], or aligned beyond a page). The runtime's paths
+    /// and the replay call this same function.
+    ///
+    /// # Safety
+    /// The calling thread owns this heap (not the empty heap).
+    #[inline(always)]
+    pub unsafe fn alloc_from_bins<'p>(
+        &self,
+        size: usize,
+        align: usize,
+        zero: bool,
+        epoch: u32,
+        pages: impl Fn() -> Pages<'p>,
+    ) -> *mut u8 {
+        debug_assert!(!self.is_empty_heap());
+        if size > BIN_MAX_BYTES || align > PAGE_SIZE {
+            return ptr::null_mut();
+        }
+        let class = class_of_small(size.div_ceil(PAGE_SIZE));
+        // SAFETY: forwarded contract.
+        unsafe {
+            let (head, class) = self.large_bins.take(class, epoch, pages);
+            if head.is_null() {
+                return ptr::null_mut();
+            }
+            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
+            large::make_of_class(head, class, size, zero)
+        }
+    }
+
+    /// [`alloc_from_bins`](Self::alloc_from_bins)'s common case alone, for
+    /// malloc's fast path: a request of at most [`BIN_MAX_BYTES`], aligned
+    /// to a page at most and not zeroed, served by a plain hit
+    /// ([`LargeBins::take_hit`]). Null when anything else is needed: the
+    /// caller then takes the whole path, which does it.
+    ///
+    /// # Safety
+    /// As `alloc_from_bins`; `size <= BIN_MAX_BYTES`.
+    #[inline(always)]
+    pub unsafe fn alloc_from_bins_hit(&self, size: usize, epoch: u32) -> *mut u8 {
+        debug_assert!(!self.is_empty_heap() && size <= BIN_MAX_BYTES);
+        let class = class_of_small(size.div_ceil(PAGE_SIZE));
+        // SAFETY: forwarded contract.
+        unsafe {
+            let (head, class) = self.large_bins.take_hit(class, epoch);
+            if head.is_null() {
+                return ptr::null_mut();
+            }
+            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
+            large::make_of_class(head, class, size, false)
+        }
+    }
+
+    /// [`free_to_bins`](Self::free_to_bins)'s common case alone, for free's
+    /// fast path: `b` of a binned class goes in without a spill
+    /// ([`LargeBins::put_fits`]). False (nothing done) when anything else
+    /// is needed.
+    ///
+    /// # Safety
+    /// As `free_to_bins`.
+    #[inline(always)]
+    pub unsafe fn free_to_bins_fits(&self, b: *mut LargeBlock, epoch: u32) -> bool {
+        debug_assert!(!self.is_empty_heap());
+        // SAFETY: forwarded contract.
+        unsafe {
+            let class = usize::from((*b).order).wrapping_sub(1);
+            if class >= BIN_CLASSES || !self.large_bins.put_fits(b, class, epoch) {
+                return false;
+            }
+            self.note_large_freed(class_pages(class) * PAGE_SIZE);
+            true
+        }
+    }
+
+    /// free's way into the owner's large bins for `b`, a checked live
+    /// large or huge block: `None` when its class has no bin (a huge block
+    /// and a block aligned beyond a page are tagged 0, no class) and the
+    /// caller frees it to the pages; else whether the bins spilled to the
+    /// pages to make room (memory the zone may now give back).
+    ///
+    /// # Safety
+    /// The calling thread owns this heap (not the empty heap) and frees
+    /// `b`, a live large or huge block.
+    #[inline(always)]
+    pub unsafe fn free_to_bins<'p>(
+        &self,
+        b: *mut LargeBlock,
+        epoch: u32,
+        pages: impl Fn() -> Pages<'p>,
+    ) -> Option<bool> {
+        debug_assert!(!self.is_empty_heap());
+        // SAFETY: forwarded contract.
+        unsafe {
+            let class = usize::from((*b).order).wrapping_sub(1);
+            if class >= BIN_CLASSES {
+                return None;
+            }
+            debug_assert_eq!(
+                (*b).kind(),
+                PageKind::Large,
+                "a huge block with a class tag"
+            );
+            self.note_large_freed(class_pages(class) * PAGE_SIZE);
+            Some(self.large_bins.put(b, class, epoch, pages))
+        }
+    }
+}
