@@ -16,7 +16,7 @@ use pcpalloc::internals::large;
 use pcpalloc::internals::{
     check_quiescent, class_of, desc_of, free_owned, run_tick, Heap, HeapRegistry, HugeBlocks,
     PageAllocator, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN, REMOTE_BATCH,
-    SLAB_ORDER,
+    REMOTE_SLOTS, SLAB_ORDER,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -315,6 +315,66 @@ fn a_thread_gives_other_heaps_objects_back_to_their_slabs() {
     let again = fill(&env, owner, size, 1);
     assert_eq!(owner.remote_collected.load(Relaxed) as usize, n);
     free_all(&env, owner, again);
+}
+
+/// A freeing heap keeps a chain per slab in REMOTE_SLOTS slots, picked by
+/// the slab's address: frees of objects of that many neighbouring slabs,
+/// taken in turn, all wait on their chains (none reaches its slab before
+/// the flush), and the flush sends each slab its objects in one run. Fails
+/// if the slots collide (every slab in one slot: each free then sends the
+/// chain of the slab before it, one object per CAS).
+#[test]
+fn remote_frees_of_neighbouring_slabs_wait_in_a_chain_each() {
+    let env = Env::new(64 << 20);
+    let (owner, other) = (env.heap(), env.heap());
+    let size = 128;
+    let cap = usize::from(CAPACITY[class_of(size)]);
+    let slabs = REMOTE_SLOTS;
+    let v = fill(&env, owner, size, slabs);
+    let slab_of = |p: *mut u8| {
+        // SAFETY: p is a live object of a slab of ours.
+        unsafe { (*desc_of(p as usize)).head.load(Relaxed) }.cast::<pcpalloc::internals::Slab>()
+    };
+    // SAFETY: the slabs are read while no other thread runs.
+    let remote_count = |s: *mut pcpalloc::internals::Slab| unsafe {
+        pcpalloc::internals::tf_count((*s).thread_free.load(Relaxed)) as usize
+    };
+    let heads: Vec<_> = (0..slabs).map(|i| slab_of(v[i * cap])).collect();
+    let mut sorted = heads.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), slabs, "one fill per slab");
+    // Neighbouring slabs: the fill took consecutive 32 KiB blocks.
+    let span = sorted[slabs - 1] as usize - sorted[0] as usize;
+    assert_eq!(span, (slabs - 1) * (64 << SLAB_ORDER), "slabs not adjacent");
+    let per_slab = 3;
+    // SAFETY: `other` is driven by this thread; each object is live and
+    // freed once.
+    unsafe {
+        let mut o = other.owned();
+        for k in 0..per_slab {
+            for i in 0..slabs {
+                free_owned(&mut o, v[i * cap + k], KEY, &env.pages());
+            }
+        }
+        for &s in &heads {
+            assert_eq!(remote_count(s), 0, "a chain went to its slab early");
+        }
+        o.flush_remote();
+        for &s in &heads {
+            assert_eq!(remote_count(s), per_slab);
+        }
+    }
+    // SAFETY: this thread drives `owner`; the rest are live, freed once.
+    unsafe {
+        let mut o = owner.owned();
+        for i in 0..slabs {
+            for &p in &v[i * cap + per_slab..(i + 1) * cap] {
+                free_owned(&mut o, p, KEY, &env.pages());
+            }
+        }
+    }
+    assert_eq!(env.check().1, 0);
 }
 
 /// The remote list carries its count in `thread_free`, so the owner takes

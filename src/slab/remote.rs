@@ -30,6 +30,9 @@
 
 use core::ptr;
 
+use crate::geometry::PAGE_DESC_SIZE;
+
+use super::classes::SLAB_PAGES;
 use super::object::FreeObject;
 use super::slab::{self, Slab};
 
@@ -37,6 +40,9 @@ use super::slab::{self, Slab};
 pub const REMOTE_SLOTS: usize = 8;
 /// Objects a chain collects before it goes to its slab.
 pub const REMOTE_BATCH: u32 = 32;
+/// Bytes between the head descriptors of neighbouring slabs.
+const SLAB_DESC_BYTES: usize = PAGE_DESC_SIZE * SLAB_PAGES;
+const _: () = assert!(SLAB_DESC_BYTES.is_power_of_two());
 
 /// One chain: objects of `slab` linked through word 0, newest first.
 #[derive(Clone, Copy, Debug)]
@@ -87,10 +93,14 @@ impl RemoteBatch {
         }
     }
 
-    /// The slot of slab `s`: descriptors are 64 bytes apart.
+    /// The slot of slab `s`: the bits of its descriptor's address just
+    /// above those every slab's share (slabs are aligned blocks of
+    /// `SLAB_PAGES` pages, so their head descriptors lie `SLAB_DESC_BYTES`
+    /// apart; taking the bits of one descriptor's width instead put every
+    /// slab in slot 0).
     #[inline(always)]
     fn slot_of(s: *mut Slab) -> usize {
-        (s as usize >> 6) & (REMOTE_SLOTS - 1)
+        (s as usize / SLAB_DESC_BYTES) & (REMOTE_SLOTS - 1)
     }
 
     /// Adds freed object `p` (already carrying the free key) of another
