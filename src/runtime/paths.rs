@@ -247,7 +247,7 @@ pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
 unsafe fn free_small_rare(p: *mut u8, s: *mut Slab, h: *mut Heap, key: usize) {
     // SAFETY: forwarded contract.
     unsafe {
-        if slab::free_keyed_or_own(p, s, h, key) == Freed::SlabChanged {
+        if slab::finish(p, s, h, key, slab::free_keyed_or_own(p, s, h, key)) {
             slab_changed(h, s);
         }
     }

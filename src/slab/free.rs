@@ -295,23 +295,27 @@ pub unsafe fn checked_size(
     }
 }
 
-/// Frees object `p` of slab `s` from the thread whose heap is `h` by
-/// every path a free may take — the fast path, then the slow path's checks
-/// (a report and abort for a bad pointer or a double free), the send back
-/// to another heap's slab — and returns whether `h`'s owner must move the
-/// slab ([`Freed::SlabChanged`]; the caller does, with the handle it has).
-/// For the frees that do not come through `malloc::free` and the runtime's
-/// `finish_free`: a traced free, and the tests' and the replay's.
+/// Finishes the free of object `p` of slab `s` by the thread whose heap
+/// is `h`, once a fast path ([`free`], [`free_checked`],
+/// [`free_keyed_or_own`]) returned `left`: the slow path's checks (a
+/// report and abort for a bad pointer or a double free), the send back to
+/// another heap's slab. Returns whether `h`'s owner must move the slab
+/// ([`Freed::SlabChanged`]; the caller does, with the handle it has). The
+/// slab layer's one dispatch of the outcomes; the runtime's `finish_free`
+/// is the malloc API's, which adds page-granular blocks and threads
+/// without a heap and keeps each outcome a tail call.
 ///
 /// # Safety
-/// As [`free`]; `s` is the slab head of `p`'s page.
-pub unsafe fn free_by_every_path(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
+/// As [`free`]; `s` is the slab head of `p`'s page, and `left` what a fast
+/// path of this free returned.
+pub unsafe fn finish(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize, left: Freed) -> bool {
     // SAFETY: forwarded contract.
     unsafe {
-        let mut left = free(p, s, h, key);
-        if left == Freed::Slow {
-            left = free_slow(p, s, h, key);
-        }
+        let left = if left == Freed::Slow {
+            free_slow(p, s, h, key)
+        } else {
+            left
+        };
         match left {
             Freed::Remote => free_remote(p, s, h, key),
             Freed::SlabChanged => return true,
@@ -319,6 +323,18 @@ pub unsafe fn free_by_every_path(p: *mut u8, s: *mut Slab, h: *const Heap, key: 
         }
         false
     }
+}
+
+/// Frees object `p` of slab `s` from the thread whose heap is `h` by
+/// every path a free may take ([`free`], then [`finish`]); true when `h`'s
+/// owner must move the slab. For the frees that do not come through
+/// `malloc::free`: a traced free, and the tests' and the replay's.
+///
+/// # Safety
+/// As [`free`]; `s` is the slab head of `p`'s page.
+pub unsafe fn free_by_every_path(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { finish(p, s, h, key, free(p, s, h, key)) }
 }
 
 /// Frees small object `p` as the owner of `o` would from its thread,

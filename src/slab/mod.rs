@@ -56,7 +56,7 @@ pub mod slab;
 
 pub use check::check_quiescent;
 pub use free::{
-    checked_size, free, free_by_every_path, free_checked, free_keyed_or_own, free_owned,
+    checked_size, finish, free, free_by_every_path, free_checked, free_keyed_or_own, free_owned,
     free_remote, free_sized, try_free_remote, Freed,
 };
 pub use heap::{Heap, Owned};
