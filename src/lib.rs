@@ -228,7 +228,7 @@ pub mod internals {
         check_invariants, check_invariants_quiescent, ensure_init, print_stats, report_json_to,
         report_to,
     };
-    pub use crate::section::{desc_of, page_addr};
+    pub use crate::section::{desc_of, lookup, lookup_block, page_addr};
     pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
     pub use crate::slab::heap::{Local, PARK_HIGH_MAX, PARK_HIGH_MIN};
     pub use crate::slab::large_bins::{

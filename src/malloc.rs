@@ -116,9 +116,9 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 /// `free`. Never changes errno.
 ///
 /// One lookup: the address is ours when it is in a section, and the
-/// descriptor of its slab-sized block's head says what it is — a slab's
-/// object (the object check passes on it), or else, on the slow path, a
-/// page-granular block or a bad pointer.
+/// descriptor of the first page of its aligned group of a slab's size
+/// says what it is — a slab's object (the object check passes on it), or
+/// else, on the slow path, a page-granular block or a bad pointer.
 ///
 /// # Safety
 /// `p` is null or was returned by this allocator and not freed since (a
@@ -127,10 +127,10 @@ pub fn calloc(n: usize, size: usize) -> *mut u8 {
 pub unsafe fn free(p: *mut u8) {
     let a = p as usize;
     if let Some(v) = slab::slab::lookup(a) {
-        // SAFETY: v is the descriptor of p's block's head in our section,
-        // readable; the fast path leaves anything but a slab's object to
-        // the slow path, which tells a page-granular block from a bad
-        // pointer.
+        // SAFETY: v is the descriptor of the first page of p's aligned
+        // group of a slab's size in our section, readable; the fast path
+        // leaves anything but a slab's object to the slow path, which
+        // tells a page-granular block from a bad pointer.
         unsafe {
             let left = slab::free(p, v, tls::heap(), runtime::free_key());
             runtime::finish_free(p, v, left)

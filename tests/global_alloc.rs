@@ -294,3 +294,41 @@ fn a_consumer_thread_counts_what_it_frees() {
     // The consumer's net drops by exactly what it freed of the producer's.
     assert_eq!(consumer.join().unwrap(), 1000 * 128);
 }
+
+/// The free path's lookups agree with the arithmetic: for addresses all
+/// over the process heap's first section (the primary one, answered by
+/// one subtraction and compare), `lookup` is the page's descriptor and
+/// `lookup_block(a, order)` that descriptor rounded down to its aligned
+/// group of `1 << order` descriptors; an address outside every section is
+/// none of ours. Fails if the folded mask or the window is off by a page
+/// or a group.
+#[test]
+fn block_lookups_are_the_page_descriptor_rounded_to_its_group() {
+    use pcpalloc::internals::{desc_of, lookup, lookup_block, SLAB_ORDER};
+    let _g = SERIAL.lock().unwrap();
+    let keep: Vec<Box<[u8]>> = (0..64)
+        .map(|i| vec![1u8; 16 << (i % 12)].into_boxed_slice())
+        .collect();
+    let section = 256usize << 20;
+    let base = keep[0].as_ptr() as usize & !(section - 1);
+    let meta = 4usize << 20;
+    let mut checked = 0;
+    for a in (base + meta..base + section).step_by(4096 * 7 + 48) {
+        let d = desc_of(a) as usize;
+        assert_eq!(lookup(a).map(|p| p as usize), Some(d), "page of {a:#x}");
+        for order in [0, 1, SLAB_ORDER, 5, 9] {
+            let group = 64usize << order;
+            assert_eq!(
+                lookup_block(a, order).map(|p| p as usize),
+                Some(d & !(group - 1)),
+                "order {order} block of {a:#x}"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked > 8000);
+    let stack = 0u8;
+    let not_ours = &stack as *const u8 as usize;
+    assert!(lookup(not_ours).is_none() && lookup_block(not_ours, SLAB_ORDER).is_none());
+    drop(keep);
+}

@@ -200,7 +200,8 @@ pub fn object_index_scaled(scaled: u16, shift: u8, capacity: u16) -> Option<usiz
 }
 
 /// The smallest class that holds `size` bytes at alignment `align` (a power
-/// of two ≤ 4096 for slabs, since they start on a page), if any.
+/// of two, at most 8192 for slabs: a power-of-two class is aligned to its
+/// size, up to its slab's), if any.
 pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
     if size > SMALL_MAX || align > PAGE_SIZE << 1 {
         return None;

@@ -2,11 +2,11 @@
 //! behind the checks that catch invalid pointers and double frees.
 //!
 //! The fast path (`free`) checks that the pointer starts an object of its
-//! slab (one multiply) and does not carry the free key, then pushes it on
-//! the bin of the slab's class — whoever owns the slab. Everything else is
-//! the slow path (`free_slow`): a report and abort for a bad pointer, a
-//! flush of a full bin, or — for a thread with no heap — the object
-//! straight back to its slab's remote list.
+//! slab (one multiply) and does not carry the free key; the owner's object
+//! then goes on the bin of its class, or — the bin full — straight back on
+//! its slab's own list; another heap's object goes back to its slab's
+//! remote list in a batch (`remote.rs`). Everything else is the slow path
+//! (`free_slow`): a report and abort for a bad pointer or a double free.
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
@@ -37,10 +37,10 @@ pub enum Freed {
     Slow,
 }
 
-/// Frees `p`, whose slab-sized block's head descriptor is `v` — seen as
-/// a slab whatever it is ([`slab::lookup`]) — from the thread whose heap
-/// is `h`: onto its bin when `h` owns the slab, or — the bin full —
-/// straight back onto the slab's own list.
+/// Frees `p` from the thread whose heap is `h`, given `v`,
+/// [`slab::lookup`]'s answer for `p` (its slab, if `p` lies in one; some
+/// descriptor otherwise): onto its bin when `h` owns the slab, or — the
+/// bin full — straight back onto the slab's own list.
 ///
 /// The object check reads `v` as a slab: only a live slab's head has a
 /// non-zero `reserved`, so for any other block the check fails and the
@@ -103,7 +103,8 @@ pub unsafe fn free_checked(p: *mut u8, v: *mut Slab, h: *const Heap, key: usize)
 }
 
 /// Frees object `p` of slab `v` whose size the caller knows (Rust's
-/// `dealloc`, C++'s sized delete): `offset` is that size's bin offset
+/// `dealloc`; C's `free_sized` and C++'s sized delete trust nothing and
+/// take [`free`]): `offset` is that size's bin offset
 /// (`classes::bin_offset_of`, which grows with the class). A slab of that
 /// class or larger holds a block at least that big, so the object-start
 /// check is skipped; anything else takes [`free`]'s full checks.

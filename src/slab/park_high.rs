@@ -2,7 +2,7 @@
 //! ([`Owned`]'s parking half; the parked lists are `parked.rs`, the heap
 //! `heap.rs`).
 //!
-//! Emptied slabs are parked (`parked.rs`: per order) rather than sent
+//! Emptied slabs are parked (`parked.rs`) rather than sent
 //! straight back: a class that shrinks and grows again — a loop allocating
 //! and freeing a few thousand objects — would otherwise pay a round trip
 //! through the pageset per slab (and, when a burst of slab frees trips

@@ -1,5 +1,6 @@
-//! A thread heap's parked slabs: emptied slabs kept per order, ready for
-//! any class of that order, so a class that shrinks and grows again does
+//! A thread heap's parked slabs: emptied slabs kept per order (one order
+//! since every slab is 32 KiB), ready for any class, so a class that
+//! shrinks and grows again does
 //! not send its slabs through the pageset each time (see `park_high.rs`
 //! for how much is kept: `park_high`).
 //!

@@ -4,9 +4,9 @@
 //! page`.
 //!
 //! An object's slab is found from the object's address alone: section →
-//! page descriptor → the first descriptor of its aligned group of eight
-//! ([`free_view`]; every tail's `head` points there too). Objects are handed out from three places, in
-//! this order:
+//! the descriptor of the first page of its aligned group of eight
+//! ([`lookup`], [`free_view`]; every tail's `head` points there too).
+//! Objects are handed out from three places, in this order:
 //!
 //! - `free`: the owner's list (no atomics; only the owning heap touches it);
 //! - `thread_free`: objects freed by other threads, pushed with CAS; the
@@ -161,7 +161,7 @@ impl Slab {
     /// How many objects live slab `s` holds (its class's).
     ///
     /// # Safety
-    /// `s` is a live slab (or its free view).
+    /// `s` is a live slab.
     #[inline]
     pub unsafe fn capacity(s: *const Slab) -> u16 {
         // SAFETY: a live slab's class is a valid index (contract).
@@ -213,8 +213,15 @@ impl Slab {
 /// (a buddy block of that order is aligned to its size).
 pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) -> *mut Slab {
     let s = Slab::from_page(head);
-    debug_assert_eq!(order, classes::SLAB_ORDER);
-    debug_assert!(free_view(head) == s, "slab block off its alignment");
+    // Every free finds its slab by masking (`lookup`): a slab off its
+    // alignment would take its neighbours' frees. Checked on this cold
+    // path in release builds too, reported without allocating.
+    if order != classes::SLAB_ORDER || free_view(head) != s {
+        crate::report::fatal(
+            "internal error: a slab block off its alignment at",
+            head.cast(),
+        );
+    }
     // SAFETY: the caller owns the block and all its descriptors.
     unsafe {
         (*s).order = order as u8;
@@ -288,6 +295,15 @@ pub fn free_view(d: *mut Page) -> *mut Slab {
 /// lies in one (a slab is such a block); otherwise it is some other
 /// descriptor, which only the object check ([`object_at`]) may read: its
 /// `reserved` is zero ([`Page::object_bound`]), so the check fails.
+///
+/// That read is unlocked. For a pointer into a page-granular block whose
+/// head is not the group's first page, the descriptor read belongs to
+/// another block — possibly a free one the zone-lock holder is relinking
+/// or resetting at that moment. Every writer of those blocks leaves bytes
+/// 56..63 (the object check's) at zero (`Page::reset` writes zeros over
+/// zeros; no other view writes them), so the check reads zero whatever it
+/// races with: a benign race on plain bytes, as with `Slab::fixed_owner`'s
+/// read of a dead slab.
 #[inline(always)]
 pub fn lookup(addr: usize) -> Option<*mut Slab> {
     section::lookup_block(addr, classes::SLAB_ORDER).map(Slab::from_page)
