@@ -24,8 +24,11 @@
  * sample). At the end every block left is read and freed, then the array.
  * Prints "T threads made N alloc/dealloc operations in M ms" as the
  * original does, and the peak RSS (`peak_kib`) for our harness, which
- * times the process. new[] / delete[] go to the preloaded allocator's C++
- * operators when it defines them (cxx_new.h). */
+ * times the process. Threads start as std::thread starts them: the main
+ * thread allocates each thread's 24-byte state with operator new, the
+ * thread deletes it (sized delete) when its function returns. new / new[]
+ * / delete[] / delete are the C++ operators the program would call: the
+ * preloaded allocator's, else libstdc++'s (cxx_new.h). */
 #include "bench.h"
 #include "cxx_new.h"
 #include <math.h>
@@ -182,6 +185,24 @@ static void *run(void *arg) {
     return NULL;
 }
 
+/* std::thread's start: the creating thread allocates the thread's state
+ * (operator new, 24 bytes: a vtable pointer, the function and its
+ * argument); the new thread runs the function, then deletes the state
+ * (sized operator delete, 24). */
+#define THREAD_STATE_SIZE 24
+struct thread_state {
+    void *vtable;
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *thread_start(void *p) {
+    struct thread_state *st = p;
+    st->fn(st->arg);
+    cxx_delete_sized(st, THREAD_STATE_SIZE);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     cxx_init();
     size_t threads = 6, iterations = 100000000;
@@ -193,15 +214,17 @@ int main(int argc, char **argv) {
         long l = strtol(argv[2], NULL, 10);
         if (l > 0) iterations = (size_t)l;
     }
-    if (threads > 64) threads = 64;
+    if (threads > 32) threads = 32; /* the original's max_threads */
     fprintf(stderr, "threads: %zu\n", threads);
-    struct params p[64];
-    pthread_t t[64];
+    struct params p[32];
+    pthread_t t[32];
     size_t start = now_ms();
     for (size_t i = 0; i < threads; i++) {
         p[i] = (struct params){i, iterations, ((size_t)1 << 18) / threads, 41};
         printf("about to run thread %zu...\n", i);
-        pthread_create(&t[i], NULL, run, &p[i]);
+        struct thread_state *st = cxx_new(THREAD_STATE_SIZE);
+        *st = (struct thread_state){NULL, run, &p[i]};
+        pthread_create(&t[i], NULL, thread_start, st);
         printf("    ...done\n");
     }
     for (size_t i = 0; i < threads; i++) {

@@ -14,19 +14,15 @@
  * allocation writes all its pages, and an allocator that maps and unmaps
  * each buffer pays those page faults every time. The buffers left are
  * freed at exit. Prints the peak RSS (`peak_kib`) for our harness, which
- * times the process. new[] / delete[] go to the preloaded allocator's C++
- * operators when it defines them (cxx_new.h). */
+ * times the process. new[] / delete[] are the C++ operators the program
+ * would call: the preloaded allocator's, else libstdc++'s (cxx_new.h; the
+ * compiler cannot turn new[] + memset into calloc). */
 #include "bench.h"
 #include "cxx_new.h"
 
 #define BUFFERS 20
 #define MIN_SIZE (5u << 20)
 #define MAX_SIZE (25u << 20)
-
-/* Through a pointer the compiler cannot see through: it would otherwise
- * turn malloc + memset(0) into calloc, which a fresh mapping serves
- * without touching a page. */
-static void *(*volatile fill)(void *, int, size_t) = memset;
 
 int main(int argc, char **argv) {
     cxx_init();
@@ -37,7 +33,7 @@ int main(int argc, char **argv) {
         int k = (int)rng_range(&seed, 0, BUFFERS - 1);
         size_t n = rng_range(&seed, MIN_SIZE, MAX_SIZE);
         char *p = cxx_new_array(n);
-        fill(p, 0, n);
+        memset(p, 0, n); /* the value-initialisation of new char[n]() */
         cxx_delete_array(buf[k]); /* the old buffer goes after the new one is made */
         buf[k] = p;
     }
