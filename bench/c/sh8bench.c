@@ -11,10 +11,13 @@
  *    prompts, which read nothing there.)
  *
  * FOREIGN_ALLOCS is rounded down to a multiple of THREADS²; an array of
- * that many pointers (zeroed) is split into one slot per thread. The
+ * that many pointers (malloc, then memset to zero: its pages are written,
+ * as in the original, whose volatile pointers keep the compiler from
+ * turning the pair into calloc) is split into one slot per thread. The
  * threads start, then the main thread mallocs FOREIGN_ALLOCS blocks of 8
  * bytes, one after another in array order, each holding the address of its
- * array entry, while the threads run. Each thread keeps a pointer array of
+ * array entry, storing through volatile pointers as the original does,
+ * while the threads run (which read the entries with plain loads). Each thread keeps a pointer array of
  * HEAP_BLOCKS / THREADS entries and runs ITERATIONS / THREADS iterations:
  * first it frees foreign blocks — the main thread's, from its own share of
  * every slot (slot / THREADS entries at offset index × that in each slot,
@@ -32,7 +35,6 @@
  * elapsed and CPU time as the original does, and the peak RSS (`peak_kib`)
  * for our harness, which times the process. */
 #include "bench.h"
-#include <stdatomic.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 
@@ -54,7 +56,7 @@ static unsigned long nthreads;
 
 /* Where each thread frees the main thread's blocks from. */
 struct inter_thread {
-    _Atomic(void *) *buf;
+    void ***buf;
     long index;
 };
 
@@ -64,7 +66,7 @@ static void *bench_thread(void *arg) {
     const long per_thread_reset = slot_size / (long)nthreads;
     long frees_left = it ? slot_size : 0;
     long per_thread = per_thread_reset;
-    _Atomic(void *) *foreign = it ? it->buf + per_thread * it->index : NULL;
+    void ***foreign = it ? it->buf + per_thread * it->index : NULL;
     unsigned long iterations = iterations_total / nthreads;
     unsigned long heap = heap_total / nthreads;
     char **memory = malloc(heap * sizeof(char *));
@@ -74,14 +76,14 @@ static void *bench_thread(void *arg) {
     }
     char **mp = memory, **mpe = memory + heap;
     char **save_start = mpe, **save_end = mpe;
-    int size_index = 0;
+    int size_index = 0, count, size;
     while (iterations--) {
         /* free the main thread's blocks made so far, spread over all slots */
+        /* (plain loads of what the main thread stores through volatile
+         * pointers, as in the original) */
         while (frees_left) {
-            void *p = atomic_load_explicit(foreign, memory_order_acquire);
-            if (!p) break;
-            free(p);
-            foreign++;
+            if (!*foreign) break;
+            free(*foreign++);
             frees_left--;
             if (--per_thread == 0) {
                 per_thread = per_thread_reset;
@@ -89,8 +91,8 @@ static void *bench_thread(void *arg) {
             }
         }
         if (++size_index == SIZES) size_index = 0;
-        unsigned count = histogram[size_index].count;
-        size_t size = histogram[size_index].size;
+        count = (int)histogram[size_index].count;
+        size = (int)histogram[size_index].size;
         while (count--) {
             /* skip the part still holding the last pass's blocks */
             if (mp == save_start) mp = save_end;
@@ -132,8 +134,12 @@ int main(int argc, char **argv) {
     foreign_total /= nthreads * nthreads;
     foreign_total *= nthreads * nthreads;
 
+    setbuf(stdout, NULL);
     pthread_t *tids = malloc(sizeof(pthread_t) * nthreads);
-    _Atomic(void *) *inter = NULL;
+    /* volatile, as the original's: malloc + memset stay what they are
+     * (the compiler would otherwise fold them into calloc, which need not
+     * touch the pages) */
+    void *volatile *volatile *volatile inter = NULL;
     struct inter_thread *bufs = NULL;
     if (!tids) goto oom;
     if (foreign_total) {
@@ -148,7 +154,7 @@ int main(int argc, char **argv) {
         void *arg = NULL;
         if (foreign_total) {
             bufs[t].index = (long)t;
-            bufs[t].buf = inter;
+            bufs[t].buf = (void ***)inter;
             arg = &bufs[t];
         }
         if (pthread_create(&tids[t], NULL, bench_thread, arg) != 0) {
@@ -158,10 +164,13 @@ int main(int argc, char **argv) {
         }
     }
     /* the blocks other threads free: all one size, to maximise collisions */
-    for (unsigned long i = 0; i < foreign_total; i++) {
-        void **p = malloc(histogram[0].size);
-        if (p) *p = (void *)&inter[i];
-        atomic_store_explicit(&inter[i], (void *)p, memory_order_release);
+    if (foreign_total) {
+        void *volatile *volatile *volatile next = inter;
+        for (int i = 0; i < (int)foreign_total; i++) {
+            void *volatile *volatile p = malloc(histogram[0].size);
+            if (p) *p = (void *)next;
+            *next++ = (void *)p;
+        }
     }
     for (unsigned long t = nthreads; t--;) pthread_join(tids[t], NULL);
     free(tids);
