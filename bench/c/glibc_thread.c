@@ -10,10 +10,12 @@
  * Tables made once from rand() (unseeded, as in the original): 8000 block
  * sizes of 4 B - 32 KiB from an inverse-square distribution (computed in
  * float, as the original does) and 4096 slot numbers of a 1024-entry
- * working set. Each thread (the main thread itself when THREADS is 1)
- * walks both tables in turn — each walk starts at its second entry — and,
- * until the alarm fires, frees the block in the next slot, mallocs one of
- * the next size there and writes every byte of it. The working sets are
+ * working set. Each thread (the main thread itself when THREADS is 1; the
+ * threads' working sets, arguments and handles are arrays on the main
+ * thread's stack, as in the original) walks both tables in turn — each
+ * walk starts at its second entry — and, until the alarm fires, frees the
+ * block in the next slot, mallocs one of the next size there and writes
+ * every byte of it (an int index, as the original's loop). The working sets are
  * left allocated, as in the original. Prints "N iterations" as the original
  * does; mimalloc-bench's relative time is 1e9 / N, printed for our harness
  * as `rtime SECONDS` (scaled to a 2 s run) with the peak RSS (`peak_kib`). */
@@ -61,7 +63,7 @@ static size_t bench_loop(void **ws) {
         unsigned int n = block_sizes[next_of(&block_state, NUM_BLOCK_SIZES)];
         free(ws[k]);
         char *p = ws[k] = malloc(n);
-        for (unsigned int i = 0; i < n; i++) p[i] = (char)i; /* touch it all */
+        for (int i = 0; i < n; i++) p[i] = (char)i; /* touch it all (int i, as the original) */
         iters++;
     }
     return iters;
@@ -70,6 +72,7 @@ static size_t bench_loop(void **ws) {
 struct thread_args {
     size_t iters;
     void **working_set;
+    long elapsed; /* the original's timing_t, unused once its timing is removed */
 };
 
 static void *bench_thread(void *arg) {
@@ -103,11 +106,13 @@ int main(int argc, char **argv) {
         memset(ws, 0, sizeof ws);
         iters = bench_loop(ws);
     } else {
-        struct thread_args *args = calloc(threads, sizeof *args);
-        void **sets = calloc(threads * WORKING_SET_SIZE, sizeof(void *));
-        pthread_t *t = calloc(threads, sizeof *t);
+        /* on the stack, as the original's */
+        struct thread_args args[threads];
+        void *sets[threads][WORKING_SET_SIZE];
+        pthread_t t[threads];
+        memset(sets, 0, sizeof sets);
         for (size_t i = 0; i < threads; i++) {
-            args[i].working_set = sets + i * WORKING_SET_SIZE;
+            args[i].working_set = sets[i];
             pthread_create(&t[i], NULL, bench_thread, &args[i]);
         }
         for (size_t i = 0; i < threads; i++) {

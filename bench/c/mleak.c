@@ -6,7 +6,7 @@
  *   (default 10; mimalloc-bench "mleak10": 5, "mleak100": 50)
  *
  * N × 100 times, 10 threads are started and joined (their handles in a
- * calloc'd array, freed after). Each thread callocs an object of 16 words
+ * calloc'd array, also memset to zero as the original does, freed after). Each thread callocs an object of 16 words
  * and swaps it into one of 1000 shared transfer slots picked by rand()
  * (seeded 0x1ce4e5b9), freeing what was there — usually an object of a
  * thread that has already exited. At the end the slots are freed. An
@@ -35,6 +35,7 @@ static void *leak(void *arg) {
 
 static void run_threads(size_t n) {
     pthread_t *t = calloc(n, sizeof(pthread_t));
+    memset(t, 0, sizeof(pthread_t) * n); /* as the original, after calloc */
     for (uintptr_t i = 0; i < n; i++) pthread_create(&t[i], NULL, leak, (void *)i);
     for (size_t i = 0; i < n; i++) pthread_join(t[i], NULL);
     free(t);
