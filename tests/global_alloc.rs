@@ -304,20 +304,20 @@ fn a_consumer_thread_counts_what_it_frees() {
 /// or a group.
 #[test]
 fn block_lookups_are_the_page_descriptor_rounded_to_its_group() {
-    use pcpalloc::internals::{desc_of, lookup, lookup_block, SLAB_ORDER};
+    use pcpalloc::internals::{
+        desc_of, lookup, lookup_block, PAGE_DESC_SIZE, SECTION_META_BYTES, SECTION_SIZE, SLAB_ORDER,
+    };
     let _g = SERIAL.lock().unwrap();
     let keep: Vec<Box<[u8]>> = (0..64)
         .map(|i| vec![1u8; 16 << (i % 12)].into_boxed_slice())
         .collect();
-    let section = 256usize << 20;
-    let base = keep[0].as_ptr() as usize & !(section - 1);
-    let meta = 4usize << 20;
+    let base = keep[0].as_ptr() as usize & !(SECTION_SIZE - 1);
     let mut checked = 0;
-    for a in (base + meta..base + section).step_by(4096 * 7 + 48) {
+    for a in (base + SECTION_META_BYTES..base + SECTION_SIZE).step_by(4096 * 7 + 48) {
         let d = desc_of(a) as usize;
         assert_eq!(lookup(a).map(|p| p as usize), Some(d), "page of {a:#x}");
         for order in [0, 1, SLAB_ORDER, 5, 9] {
-            let group = 64usize << order;
+            let group = PAGE_DESC_SIZE << order;
             assert_eq!(
                 lookup_block(a, order).map(|p| p as usize),
                 Some(d & !(group - 1)),

@@ -11,7 +11,7 @@ use crate::page::PageKind;
 use crate::page_alloc::zone::Zone;
 use crate::section::desc_of;
 
-use super::classes::{self, NR_CLASSES};
+use super::classes::{self, NR_CLASSES, SLAB_ORDER};
 use super::heap::{empty_slab, Heap, Owned, HEAP_LOST, PARK_HIGH_MAX};
 use super::heaps::HeapRegistry;
 use super::object::FreeObject;
@@ -71,14 +71,18 @@ impl Owned<'_> {
             }
         }
         let mut parked = 0;
-        self.heap.parked.for_each(|e, order| {
+        self.heap.parked.for_each(|e| {
             // SAFETY: under the parking lock the slab is stable.
             unsafe {
                 assert_eq!((*e).used, 0, "a parked slab with live objects");
-                assert_eq!((*e).order as usize, order, "parked on the wrong list");
+                assert_eq!(
+                    (*e).order as u32,
+                    SLAB_ORDER,
+                    "a parked slab of another order"
+                );
                 assert_eq!((*e).owner.load(Relaxed), me);
             }
-            parked += PAGE_SIZE << order;
+            parked += PAGE_SIZE << SLAB_ORDER;
         });
         assert_eq!(parked, self.heap.parked.bytes(), "parked bytes miscounted");
         assert!(parked <= self.local.park_high);

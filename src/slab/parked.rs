@@ -1,8 +1,7 @@
-//! A thread heap's parked slabs: emptied slabs kept per order (one order
-//! since every slab is 32 KiB), ready for any class, so a class that
-//! shrinks and grows again does
-//! not send its slabs through the pageset each time (see `park_high.rs`
-//! for how much is kept: `park_high`).
+//! A thread heap's parked slabs: emptied slabs (every slab is one order,
+//! `SLAB_ORDER`) kept ready for any class, so a class that shrinks and
+//! grows again does not send its slabs through the pageset each time (see
+//! `park_high.rs` for how much is kept: `park_high`).
 //!
 //! The owner parks and takes slabs; the maintenance tick takes them all
 //! back each tick, so an idle thread does not sit on them. Both sides go
@@ -11,30 +10,32 @@
 //! for list operations — never while another lock is taken, so it is a
 //! leaf of the lock order.
 //!
-//! Invariants (under the lock): every slab on `lists[o]` is an empty slab
-//! of order `o` of this heap, on no other list; `bytes` is their total
-//! size.
+//! Invariants (under the lock): every slab on `list` is an empty slab of
+//! this heap, on no other list; `bytes` is their total size
+//! (`SLAB_BYTES` each).
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use crate::geometry::{NR_PCP_ORDERS, PAGE_SIZE};
+use crate::geometry::PAGE_SIZE;
 use crate::page::PageList;
 
+use super::classes::SLAB_ORDER;
 use super::slab::Slab;
 use crate::sync::TryLock;
 
-type Lists = [PageList<Slab>; NR_PCP_ORDERS];
+/// Bytes of one parked slab.
+const SLAB_BYTES: usize = PAGE_SIZE << SLAB_ORDER;
 
 /// Parked slabs. See the module docs.
 pub struct Parked {
     lock: TryLock,
-    lists: UnsafeCell<Lists>,
+    list: UnsafeCell<PageList<Slab>>,
     /// Written only under `lock`; read without it as a hint.
     bytes: AtomicUsize,
 }
 
-// SAFETY: the lists are only touched under `lock`.
+// SAFETY: the list is only touched under `lock`.
 unsafe impl Sync for Parked {}
 
 impl Parked {
@@ -42,21 +43,21 @@ impl Parked {
     pub const fn new() -> Parked {
         Parked {
             lock: TryLock::new(),
-            lists: UnsafeCell::new([const { PageList::new() }; NR_PCP_ORDERS]),
+            list: UnsafeCell::new(PageList::new()),
             bytes: AtomicUsize::new(0),
         }
     }
 
-    /// Runs `f` on the lists under the lock if it is free right now (or,
+    /// Runs `f` on the list under the lock if it is free right now (or,
     /// with `wait`, once it is); `busy` otherwise.
-    fn with<R>(&self, wait: bool, busy: R, f: impl FnOnce(&mut Lists) -> R) -> R {
+    fn with<R>(&self, wait: bool, busy: R, f: impl FnOnce(&mut PageList<Slab>) -> R) -> R {
         if wait {
             self.lock.lock();
         } else if !self.lock.try_lock() {
             return busy;
         }
-        // SAFETY: we hold the lock, which guards the lists.
-        let r = f(unsafe { &mut *self.lists.get() });
+        // SAFETY: we hold the lock, which guards the list.
+        let r = f(unsafe { &mut *self.list.get() });
         // SAFETY: taken above.
         unsafe { self.lock.unlock() };
         r
@@ -69,58 +70,52 @@ impl Parked {
     /// `s` is an empty slab of the calling thread's heap (whose `Parked`
     /// this is), on no list and not current.
     pub unsafe fn park(&self, s: *mut Slab, limit: usize) -> bool {
-        // SAFETY: forwarded contract.
-        let order = unsafe { (*s).order } as usize;
-        let size = PAGE_SIZE << order;
-        self.with(false, false, |lists| {
+        self.with(false, false, |list| {
             let bytes = self.bytes.load(Relaxed);
-            if bytes + size > limit {
+            if bytes + SLAB_BYTES > limit {
                 return false;
             }
-            self.bytes.store(bytes + size, Relaxed);
+            self.bytes.store(bytes + SLAB_BYTES, Relaxed);
             // SAFETY: s is on no list (contract) and joins this one.
-            unsafe { lists[order].push_front(s) };
+            unsafe { list.push_front(s) };
             true
         })
     }
 
-    /// Takes a parked slab of `order`, or null (none, or the lock is busy).
-    pub fn take(&self, order: u32) -> *mut Slab {
-        let order = order as usize;
+    /// Takes a parked slab, or null (none, or the lock is busy).
+    pub fn take(&self) -> *mut Slab {
         if self.bytes.load(Relaxed) == 0 {
             return core::ptr::null_mut();
         }
-        self.with(false, core::ptr::null_mut(), |lists| {
+        self.with(false, core::ptr::null_mut(), |list| {
             // SAFETY: the list holds parked slabs, linked by us.
-            let s = unsafe { lists[order].pop_front() };
+            let s = unsafe { list.pop_front() };
             if !s.is_null() {
-                self.bytes.fetch_sub(PAGE_SIZE << order, Relaxed);
+                self.bytes.fetch_sub(SLAB_BYTES, Relaxed);
             }
             s
         })
     }
 
-    /// Empties the lists: returns every parked slab, chained through
+    /// Empties the list: returns every parked slab, chained through
     /// `next`, for the caller to give back. `wait`: wait for the lock
     /// instead of giving up when it is busy.
     pub fn take_all(&self, wait: bool) -> *mut Slab {
         if self.bytes.load(Relaxed) == 0 {
             return core::ptr::null_mut();
         }
-        self.with(wait, core::ptr::null_mut(), |lists| {
+        self.with(wait, core::ptr::null_mut(), |list| {
             let mut chain: *mut Slab = core::ptr::null_mut();
-            for list in lists.iter_mut() {
-                loop {
-                    // SAFETY: the list holds parked slabs; once popped a
-                    // slab is ours to relink.
-                    unsafe {
-                        let s = list.pop_front();
-                        if s.is_null() {
-                            break;
-                        }
-                        (*s).next = chain;
-                        chain = s;
+            loop {
+                // SAFETY: the list holds parked slabs; once popped a slab
+                // is ours to relink.
+                unsafe {
+                    let s = list.pop_front();
+                    if s.is_null() {
+                        break;
                     }
+                    (*s).next = chain;
+                    chain = s;
                 }
             }
             self.bytes.store(0, Relaxed);
@@ -133,19 +128,16 @@ impl Parked {
         self.bytes.load(Relaxed)
     }
 
-    /// Calls `f` on every parked slab with its list's order, under the lock
-    /// (checks).
-    pub fn for_each(&self, mut f: impl FnMut(*mut Slab, usize)) {
-        self.with(true, (), |lists| {
-            for (order, list) in lists.iter().enumerate() {
-                // SAFETY: under the lock the list and its links are stable.
-                unsafe {
-                    list.check();
-                    let mut s = list.first();
-                    while !s.is_null() {
-                        f(s, order);
-                        s = (*s).next;
-                    }
+    /// Calls `f` on every parked slab, under the lock (checks).
+    pub fn for_each(&self, mut f: impl FnMut(*mut Slab)) {
+        self.with(true, (), |list| {
+            // SAFETY: under the lock the list and its links are stable.
+            unsafe {
+                list.check();
+                let mut s = list.first();
+                while !s.is_null() {
+                    f(s);
+                    s = (*s).next;
                 }
             }
         })

@@ -114,7 +114,7 @@ impl Owned<'_> {
                 let order = SLAB_ORDER;
                 let grouping = pages.zone().group_by_lifetime();
                 let mt = self.local.lifetimes.migratetype(class, grouping);
-                let parked = self.heap.parked.take(order);
+                let parked = self.heap.parked.take();
                 if !parked.is_null() {
                     // A long-lived class takes no parked slab of another
                     // pageblock type: its objects would pin a pageblock of
@@ -139,7 +139,7 @@ impl Owned<'_> {
                     return false;
                 }
                 self.local.lifetimes.slab_made(class);
-                let s = slab::init(head, class, order, self.owner_tag());
+                let s = slab::init(head, class, self.owner_tag());
                 bump(&self.heap.slabs_created, 1);
                 if mt == MigrateType::Reclaimable {
                     bump(&self.heap.slabs_short_lived, 1);

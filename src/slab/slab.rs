@@ -205,18 +205,18 @@ impl Slab {
     }
 }
 
-/// Turns the block at `head` (order `order`) into an empty slab of class
-/// `class` owned by `owner`.
+/// Turns the block at `head` (order `classes::SLAB_ORDER`, every slab's)
+/// into an empty slab of class `class` owned by `owner`.
 ///
 /// # Safety
 /// `head` heads a block the caller owns, of order `classes::SLAB_ORDER`
 /// (a buddy block of that order is aligned to its size).
-pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) -> *mut Slab {
+pub unsafe fn init(head: *mut Page, class: usize, owner: *mut u8) -> *mut Slab {
     let s = Slab::from_page(head);
     // Every free finds its slab by masking (`lookup`): a slab off its
     // alignment would take its neighbours' frees. Checked on this cold
     // path in release builds too, reported without allocating.
-    if order != classes::SLAB_ORDER || free_view(head) != s {
+    if free_view(head) != s {
         crate::report::fatal(
             "internal error: a slab block off its alignment at",
             head.cast(),
@@ -224,7 +224,7 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) ->
     }
     // SAFETY: the caller owns the block and all its descriptors.
     unsafe {
-        (*s).order = order as u8;
+        (*s).order = classes::SLAB_ORDER as u8;
         set_class(s, class);
         (*s).flags = 0;
         (*s).used = 0;
@@ -236,7 +236,7 @@ pub unsafe fn init(head: *mut Page, class: usize, order: u32, owner: *mut u8) ->
         (*s).owner.store(owner, Relaxed);
         (*s).head.store(s, Relaxed);
         let base = Slab::base(s);
-        for i in 1..(1usize << order) {
+        for i in 1..classes::SLAB_PAGES {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(head, Relaxed);
             (*t).set_kind(PageKind::SlabTail);
