@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::geometry::SMALL_MAX;
 use crate::malloc;
 use crate::runtime;
+use crate::slab::classes;
 
 /// pcpalloc as a Rust global allocator, with the [`Config`] it starts with.
 ///
@@ -44,7 +45,7 @@ impl PcpAlloc {
     #[inline(never)]
     fn alloc_slow(&self, l: Layout, zero: bool) -> *mut u8 {
         runtime::configure_once(|| self.config.apply());
-        let p = if l.align() <= 8 {
+        let p = if l.align() <= classes::QUANTUM {
             if zero {
                 malloc::calloc(1, l.size())
             } else {
@@ -67,7 +68,7 @@ impl PcpAlloc {
 unsafe impl GlobalAlloc for PcpAlloc {
     #[inline]
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if l.align() <= 8 && l.size() <= SMALL_MAX {
+        if l.align() <= classes::QUANTUM && l.size() <= SMALL_MAX {
             let p = malloc::alloc_small_fast(l.size());
             if !p.is_null() {
                 return p;
@@ -86,7 +87,7 @@ unsafe impl GlobalAlloc for PcpAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if l.align() <= 8 && l.size() <= SMALL_MAX {
+        if l.align() <= classes::QUANTUM && l.size() <= SMALL_MAX {
             let p = malloc::alloc_small_fast(l.size());
             if !p.is_null() {
                 // SAFETY: p holds at least l.size() bytes.
@@ -99,7 +100,7 @@ unsafe impl GlobalAlloc for PcpAlloc {
 
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
-        if l.align() <= 8 {
+        if l.align() <= classes::QUANTUM {
             // SAFETY: p is a live block of ours (GlobalAlloc contract).
             let q = unsafe { malloc::realloc_raw(p, new_size) };
             if q.is_null() {

@@ -68,7 +68,7 @@ pub fn alloc(size: usize) -> *mut u8 {
 /// `zero`. Null (errno ENOMEM) on failure.
 pub fn alloc_aligned(align: usize, size: usize, zero: bool) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
-    let p = if align <= 8 && size <= SMALL_MAX {
+    let p = if align <= classes::QUANTUM && size <= SMALL_MAX {
         alloc(size)
     } else if size <= SMALL_MAX {
         match classes::class_for_aligned(size, align) {

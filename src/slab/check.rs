@@ -20,8 +20,9 @@ use super::slab::{self, Slab, IN_FULL};
 impl Owned<'_> {
     /// Checks the owner-side invariants (bins hold objects of live slabs of
     /// their class or larger, slabs on the right lists, parked bytes within
-    /// `park_high`). Returns the objects on the bins. Only while no other
-    /// thread uses the heap.
+    /// `park_high`). Returns the objects on the bins and on the chains of
+    /// remote frees waiting to go to their slabs: free objects that their
+    /// slabs count as used. Only while no other thread uses the heap.
     pub fn check(&mut self) -> usize {
         let me = self.owner_tag();
         let mut binned = 0;
@@ -87,7 +88,7 @@ impl Owned<'_> {
         assert_eq!(parked, self.heap.parked.bytes(), "parked bytes miscounted");
         assert!(parked <= self.local.park_high);
         assert!(self.local.park_high <= PARK_HIGH_MAX);
-        binned
+        binned + self.local.remote.check()
     }
 }
 

@@ -162,6 +162,42 @@ impl RemoteBatch {
         self.pending == 0
     }
 
+    /// Checks the invariant (see the struct) and returns the objects
+    /// waiting on the chains: free, but still counted in their slabs'
+    /// `used`. Only while the owner does not use the batch.
+    pub fn check(&self) -> usize {
+        let mut waiting = 0;
+        for (i, c) in self.slots.iter().enumerate() {
+            assert_eq!(
+                self.pending & (1 << i) != 0,
+                !c.slab.is_null(),
+                "a chain's pending bit"
+            );
+            if c.slab.is_null() {
+                continue;
+            }
+            let mut n = 0;
+            let mut p = c.head;
+            let mut last = p;
+            while !p.is_null() {
+                n += 1;
+                assert!(n <= c.count, "a chain longer than its count");
+                assert!(
+                    // SAFETY: chained objects are free objects of c.slab.
+                    unsafe { slab::object_at(c.slab, p).is_some() },
+                    "a chained object off its slab's object starts"
+                );
+                last = p;
+                // SAFETY: as above; the owner alone links them.
+                p = unsafe { FreeObject::at(p).next() };
+            }
+            assert_eq!(n, c.count, "a chain's count");
+            assert_eq!(last, c.tail, "a chain's tail");
+            waiting += n as usize;
+        }
+        waiting
+    }
+
     /// Hands every chain to its slab (`notify` as in [`push`](Self::push)).
     ///
     /// # Safety
