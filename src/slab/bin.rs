@@ -23,24 +23,32 @@
 //! class's pair's address once and reach both fields from it (see [`Bin`]
 //! on why not through an index).
 //!
-//! Each bin's `state` word packs two counts, so that a free's push moves
-//! both with one add: the low 16 bits hold the room left (`limit -
-//! length`, biased by [`ROOM_BIAS`] so a negative room needs no sign),
-//! the bits above count the pushes since the last refill. An empty bin's
-//! refill takes that count as objects the heap used again
-//! (`Lifetimes::objects_reused`): an object that cycles through the bin
-//! never reaches its slab's lists, where reuse is otherwise seen.
+//! Each bin's `state` word packs three counts, so that a free's push and a
+//! malloc's pop each move them with one add: the low 16 bits hold the
+//! room left (`limit - length`, biased by [`ROOM_BIAS`] so a negative room
+//! needs no sign), the next 16 the length (biased by [`COUNT_BIAS`]), the
+//! bits above count the pushes since the last refill. A push tests the
+//! room field's top bit, a pop the length field's: a pop never follows the
+//! list further than the pushes and refills put on it, so a block freed
+//! twice after the program overwrote its free key (the second free cannot
+//! tell) is handed out at most twice — never a loop that hands it out
+//! forever — and the next refill finds the list longer than its length
+//! and reports it. An empty bin's refill takes the push count as objects
+//! the heap used again (`Lifetimes::objects_reused`): an object that
+//! cycles through the bin never reaches its slab's lists, where reuse is
+//! otherwise seen.
 //!
 //! `state` is atomic only so a stats snapshot on another thread may read
 //! it (the bytes on bins are not allocated): the owner writes it with a
 //! plain load and store, which compile as a non-atomic `add` would.
 //!
-//! Invariant: `limit - room` is the length of the list, with `room` in
-//! `-ROOM_BIAS ..= limit` (so the biased field neither borrows from nor
-//! carries into the push count). `room` may be negative after a refill (a
-//! slab's worth can exceed the limit); frees push only while it is
-//! positive. The empty heap's bins have `limit == 0` and `room == 0`, so
-//! its frees never write to them.
+//! Invariant: `limit - room` is the length, the length field holds it too,
+//! and the list holds exactly that many objects, with `room` in
+//! `-ROOM_BIAS ..= limit` (so the biased fields neither borrow from nor
+//! carry into each other). `room` may be negative after a refill (a slab's
+//! worth can exceed the limit); frees push only while it is positive. The
+//! empty heap's bins have `limit == 0`, `room == 0` and length 0, so its
+//! frees never write to them and its pops never read them.
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -71,10 +79,24 @@ pub struct Bins {
 struct Bin {
     /// The first free object, or null.
     head: *mut u8,
-    /// The room (`limit - length`, plus [`ROOM_BIAS`]) in the low 16 bits
-    /// and the pushes since the last refill above (written by the owner
-    /// only).
+    /// The room (`limit - length`, plus [`ROOM_BIAS`]) in bits 0..16, the
+    /// length (plus [`COUNT_BIAS`]) in bits 16..32 and the pushes since
+    /// the last refill above (written by the owner only).
     state: AtomicU64,
+}
+
+impl Bin {
+    /// The 16-bit field `index` of the `state` word of the bin at `b`.
+    ///
+    /// # Safety
+    /// `b` is a bin of the calling thread's heap (its owner alone writes
+    /// the word, so this plain read races with no write; a stats reader
+    /// only loads the word atomically).
+    #[inline(always)]
+    unsafe fn field(b: *const Bin, index: usize) -> u16 {
+        // SAFETY: the word is valid (contract); index < 4.
+        unsafe { (*b).state.as_ptr().cast::<u16>().add(index).read() }
+    }
 }
 
 // The bins' stride is the one the size table's offsets assume.
@@ -84,18 +106,33 @@ const _: () = assert!(core::mem::size_of::<Bin>() == 1 << BIN_SHIFT);
 /// set exactly when the room is positive, which the free path tests with
 /// one instruction.
 const ROOM_BIAS: u64 = (1 << 15) - 1;
-/// The room field of a `state` word.
-const ROOM_MASK: u64 = 0xffff;
-/// The room field's top bit: the bin has room.
-const HAS_ROOM: u16 = 1 << 15;
+/// Added to a bin's length in its `state` word: the field's top bit is
+/// then set exactly when the bin holds an object, which malloc's pop
+/// tests with one instruction.
+const COUNT_BIAS: u64 = (1 << 15) - 1;
+/// A 16-bit field of a `state` word.
+const FIELD_MASK: u64 = 0xffff;
+/// Where the length field starts in a `state` word.
+const COUNT_SHIFT: u32 = 16;
+/// Where the push count starts in a `state` word.
+const PUSHES_SHIFT: u32 = 32;
+/// The top bit of a 16-bit field: room left, or an object on the bin.
+const FIELD_TOP: u16 = 1 << 15;
 /// Where the room field sits in a `state` word, in 16-bit units.
 const ROOM_FIELD_OFFSET: usize = if cfg!(target_endian = "little") { 0 } else { 3 };
-/// A push: one unit of room less and one push more, in one add of
-/// 2^16 - 1 (the room is positive, so its field carries the one).
-const PUSH_DELTA: u64 = (1 << 16) - 1;
-// A full bin's room and a refill's overshoot below zero fit the field
-// without reaching its ends (no carry out of a pop, no borrow).
+/// Where the length field sits in a `state` word, in 16-bit units.
+const COUNT_FIELD_OFFSET: usize = if cfg!(target_endian = "little") { 1 } else { 2 };
+/// A push, in one add: one unit of room less (adding 2^16 - 1 to a
+/// positive room field carries a one out of it), which carries into the
+/// length field as one object more, and one push more.
+const PUSH_DELTA: u64 = (1 << PUSHES_SHIFT) + FIELD_MASK;
+/// A pop, in one add: one unit of room more and one object less (the
+/// length field is at least one, so it lends nothing from the pushes).
+const POP_DELTA: u64 = 1u64.wrapping_sub(1 << COUNT_SHIFT);
+// A full bin's room and a refill's overshoot below zero fit the fields
+// without reaching their ends (no carry out of a pop, no borrow).
 const _: () = assert!((BIN_MAX as u64) < ROOM_BIAS && (MAX_CAPACITY as u64) < ROOM_BIAS);
+const _: () = assert!((BIN_MAX as u64) + (MAX_CAPACITY as u64) < COUNT_BIAS);
 
 /// Bytes a bin may hold (its `limit` is this over the object size, within
 /// [`BIN_MIN`, `BIN_MAX`] objects).
@@ -136,7 +173,23 @@ fn is_bin_offset(offset: usize) -> bool {
 /// The room in `state` word `s`.
 #[inline(always)]
 fn room_of(s: u64) -> i32 {
-    (s & ROOM_MASK) as i32 - ROOM_BIAS as i32
+    (s & FIELD_MASK) as i32 - ROOM_BIAS as i32
+}
+
+/// The length in `state` word `s`.
+#[inline(always)]
+fn count_in(s: u64) -> u32 {
+    ((s >> COUNT_SHIFT) & FIELD_MASK) as u32 - COUNT_BIAS as u32
+}
+
+/// The `state` word of a bin of `limit` holding `n` objects, after
+/// `pushes` pushes.
+#[inline(always)]
+fn state_of(limit: u32, n: u32, pushes: u64) -> u64 {
+    let room = (i64::from(limit) - i64::from(n)) as u64;
+    (pushes << PUSHES_SHIFT)
+        | ((u64::from(n) + COUNT_BIAS) << COUNT_SHIFT)
+        | (room.wrapping_add(ROOM_BIAS) & FIELD_MASK)
 }
 
 /// The limit of each class's bin.
@@ -153,7 +206,8 @@ impl Bins {
         }; NR_CLASSES];
         let mut c = 0;
         while c < NR_CLASSES {
-            bins[c].state = AtomicU64::new(limits[c] as u64 + ROOM_BIAS);
+            bins[c].state =
+                AtomicU64::new((limits[c] as u64 + ROOM_BIAS) | (COUNT_BIAS << COUNT_SHIFT));
             c += 1;
         }
         Bins {
@@ -196,7 +250,13 @@ impl Bins {
     /// Objects on the bin of `class`.
     #[inline(always)]
     pub fn count(&self, class: usize) -> u32 {
-        (self.limit[class] as i32 - room_of(self.bins[class].state.load(Relaxed))) as u32
+        let s = self.bins[class].state.load(Relaxed);
+        debug_assert_eq!(
+            count_in(s) as i32,
+            self.limit[class] as i32 - room_of(s),
+            "a bin's length and room disagree"
+        );
+        count_in(s)
     }
 
     /// The count of bin `class` of `b`, read from any thread (a stats
@@ -210,9 +270,7 @@ impl Bins {
         // field that never changes (contract).
         unsafe {
             let bin = core::ptr::addr_of!((*b).bins[class]);
-            let state = (*core::ptr::addr_of!((*bin).state)).load(Relaxed);
-            let limit = (*core::ptr::addr_of!((*b).limit))[class];
-            (limit as i32 - room_of(state)) as u32
+            count_in((*core::ptr::addr_of!((*bin).state)).load(Relaxed))
         }
     }
 
@@ -227,23 +285,17 @@ impl Bins {
         // SAFETY: the offset is a bin's (contract); the owner alone writes
         // the word, so its plain read of the room field races with no
         // write (a stats reader only loads the word atomically).
-        let field = unsafe {
-            (*self.bin_at(offset))
-                .state
-                .as_ptr()
-                .cast::<u16>()
-                .add(ROOM_FIELD_OFFSET)
-                .read()
-        };
-        field & HAS_ROOM != 0
+        unsafe { Bin::field(self.bin_at(offset), ROOM_FIELD_OFFSET) & FIELD_TOP != 0 }
     }
 
-    /// Adds `by` to the room of `class` (the pushes unchanged: the room
-    /// stays within its field, see the module's invariant).
+    /// Takes `n` objects off the length of `class` (the caller took them
+    /// off the list; the pushes unchanged, the fields within their
+    /// bounds, see the module's invariant).
     #[inline(always)]
-    fn add_room(&self, class: usize, by: i32) {
+    fn remove(&self, class: usize, n: u32) {
         let r = &self.bins[class].state;
-        bump(r, by as i64 as u64);
+        debug_assert!(n <= count_in(r.load(Relaxed)));
+        bump(r, u64::from(n).wrapping_sub(u64::from(n) << COUNT_SHIFT));
         debug_assert!(room_of(r.load(Relaxed)) <= self.limit[class] as i32);
     }
 
@@ -253,8 +305,8 @@ impl Bins {
     pub fn take_pushes(&mut self, class: usize) -> u32 {
         let r = &self.bins[class].state;
         let s = r.load(Relaxed);
-        r.store(s & ROOM_MASK, Relaxed);
-        (s >> 16).min(u64::from(u32::MAX)) as u32
+        r.store(s & ((1 << PUSHES_SHIFT) - 1), Relaxed);
+        (s >> PUSHES_SHIFT) as u32
     }
 
     /// Forgets up to `n` pushes on the bin of `class` (objects that left
@@ -262,11 +314,15 @@ impl Bins {
     fn forget_pushes(&mut self, class: usize, n: u32) {
         let r = &self.bins[class].state;
         let s = r.load(Relaxed);
-        let pushes = (s >> 16).saturating_sub(u64::from(n));
-        r.store((pushes << 16) | (s & ROOM_MASK), Relaxed);
+        let pushes = (s >> PUSHES_SHIFT).saturating_sub(u64::from(n));
+        r.store(
+            (pushes << PUSHES_SHIFT) | (s & ((1 << PUSHES_SHIFT) - 1)),
+            Relaxed,
+        );
     }
 
-    /// Pops an object of `class` (its free key cleared), or null.
+    /// Pops an object of `class` (its free key cleared), or null when the
+    /// bin's length is zero.
     ///
     /// # Safety
     /// `class < NR_CLASSES` (unchecked: the fast path's index); the list
@@ -285,17 +341,18 @@ impl Bins {
     /// `offset` is a class's bin offset; as `pop`.
     #[inline(always)]
     pub unsafe fn pop_at(&mut self, offset: usize) -> *mut u8 {
-        // SAFETY: the offset is a bin's (contract); p is a free object of
-        // its list.
+        // SAFETY: the offset is a bin's (contract); a length of one or
+        // more means the head is a free object of the list (invariant).
         unsafe {
             let b = self.bin_at_mut(offset);
-            let p = (*b).head;
-            if !p.is_null() {
-                let obj = FreeObject::at(p);
-                (*b).head = obj.next();
-                obj.unmark();
-                bump(&(*b).state, 1);
+            if Bin::field(b, COUNT_FIELD_OFFSET) & FIELD_TOP == 0 {
+                return core::ptr::null_mut();
             }
+            let p = (*b).head;
+            let obj = FreeObject::at(p);
+            (*b).head = obj.next();
+            obj.unmark();
+            bump(&(*b).state, POP_DELTA);
             p
         }
     }
@@ -321,33 +378,43 @@ impl Bins {
     }
 
     /// Makes `head` (a list of `n` free objects, each with the free key)
-    /// the empty bin of `class`.
+    /// the empty bin of `class`. A bin whose length ran out before its
+    /// list did held an object twice (a block freed twice after its free
+    /// key was overwritten): reported, with the block left on it, and
+    /// the program aborted.
     pub fn fill(&mut self, class: usize, head: *mut u8, n: u32) {
-        debug_assert!(self.bins[class].head.is_null());
+        let left = self.bins[class].head;
+        if !left.is_null() {
+            crate::report::fatal(
+                "malloc(): free list corrupted (a block freed twice?) at",
+                left,
+            );
+        }
+        debug_assert_eq!(self.count(class), 0);
         self.bins[class].head = head;
         let r = &self.bins[class].state;
-        let room = (self.limit[class] as i32 - n as i32) as i64 as u64;
         r.store(
-            (r.load(Relaxed) & !ROOM_MASK) | (room.wrapping_add(ROOM_BIAS) & ROOM_MASK),
+            state_of(self.limit[class], n, r.load(Relaxed) >> PUSHES_SHIFT),
             Relaxed,
         );
     }
 
     /// Keeps the first `keep` objects of the bin of `class` and returns
-    /// the rest of the list (null if there is none), which the caller now
-    /// owns.
+    /// the rest of the list (null if there is none) and its length, which
+    /// the caller now owns.
     ///
     /// # Safety
     /// The list is well formed.
-    pub unsafe fn split_after(&mut self, class: usize, keep: u32) -> *mut u8 {
+    pub unsafe fn split_after(&mut self, class: usize, keep: u32) -> (*mut u8, u32) {
         let count = self.count(class);
         if keep == 0 {
-            self.add_room(class, count as i32);
+            self.remove(class, count);
             self.forget_pushes(class, count);
-            return core::mem::replace(&mut self.bins[class].head, core::ptr::null_mut());
+            let all = core::mem::replace(&mut self.bins[class].head, core::ptr::null_mut());
+            return (all, count);
         }
         if keep >= count {
-            return core::ptr::null_mut();
+            return (core::ptr::null_mut(), 0);
         }
         let mut last = self.bins[class].head;
         // SAFETY: the first `keep` links exist (keep < count).
@@ -357,9 +424,9 @@ impl Bins {
             }
             let rest = FreeObject::at(last).next();
             FreeObject::at(last).set_next(core::ptr::null_mut());
-            self.add_room(class, (count - keep) as i32);
+            self.remove(class, count - keep);
             self.forget_pushes(class, count - keep);
-            rest
+            (rest, count - keep)
         }
     }
 

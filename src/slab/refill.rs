@@ -153,9 +153,9 @@ impl Owned<'_> {
     /// to their slabs.
     pub fn flush(&mut self, class: usize, keep: u32, pages: &Pages<'_>) {
         // SAFETY: the bin's list is well formed and ours.
-        let rest = unsafe { self.local.bins.split_after(class, keep) };
+        let (rest, n) = unsafe { self.local.bins.split_after(class, keep) };
         // SAFETY: the objects split off are free objects we now own.
-        unsafe { self.give_back_all(rest, pages) };
+        unsafe { self.give_back_all(rest, n, pages) };
     }
 
     /// Gives every bin back to the slabs.
@@ -167,17 +167,20 @@ impl Owned<'_> {
         }
     }
 
-    /// Gives a list of free objects of this heap's slabs (linked through
-    /// word 0, carrying the free key) back onto their slabs' own lists.
+    /// Gives a list of `n` free objects of this heap's slabs (linked
+    /// through word 0, carrying the free key) back onto their slabs' own
+    /// lists. A list longer than `n` held an object twice (a block freed
+    /// twice after its free key was overwritten): reported and aborted,
+    /// never walked round and round.
     ///
     /// # Safety
     /// The objects are free objects of this heap's slabs that the caller
     /// owns, each counted as in use by its slab.
-    unsafe fn give_back_all(&mut self, mut p: *mut u8, pages: &Pages<'_>) {
+    unsafe fn give_back_all(&mut self, mut p: *mut u8, n: u32, pages: &Pages<'_>) {
         // SAFETY: each object is free and ours (contract); its page
         // descriptor names its live slab.
         unsafe {
-            while !p.is_null() {
+            for _ in 0..n {
                 let next = FreeObject::at(p).next();
                 let s = (*desc_of(p as usize)).head.load(Relaxed).cast::<Slab>();
                 debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
@@ -186,6 +189,9 @@ impl Owned<'_> {
                     self.slab_given_back(s, pages);
                 }
                 p = next;
+            }
+            if !p.is_null() {
+                crate::report::fatal("free(): free list corrupted (a block freed twice?) at", p);
             }
         }
     }
