@@ -242,8 +242,13 @@ impl HugeBlocks {
         };
         if let Some(p) = self.take_cached(budget, len, offset) {
             if zero {
-                // SAFETY: p is a block of ours of at least len bytes.
-                unsafe { core::ptr::write_bytes(p, 0, size) };
+                // The kernel gives zeroed pages faster than we write
+                // zeros over resident ones, and only those the program
+                // touches: a sparse table calloc'd from the cache costs
+                // what a fresh mapping does (glibc's calloc of a big
+                // block is a fresh mmap). The pages go back now and fault
+                // in zeroed.
+                sys::release(p, len);
             }
             return p;
         }
