@@ -34,9 +34,10 @@ use support::*;
 #[global_allocator]
 static GLOBAL: PcpAlloc = PcpAlloc;
 
-/// Builds tests/c/`lib`.c (with `defines`) as lib`tag`.so and
-/// tests/c/`prog`.c linked against it (`-Wl,-rpath`), once per test
-/// binary; returns the program.
+/// Builds tests/c/`lib`.c (or .cpp, with the C++ compiler) as
+/// lib`tag`.so and tests/c/`prog`.c (or .cpp) linked against it
+/// (`-Wl,-rpath`), both with `defines`, once per test binary; returns the
+/// program.
 fn program_with_library(prog: &str, lib: &str, tag: &str, defines: &[&str]) -> PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let dir = target_dir().join("ctests").join(format!("inv-{tag}"));
@@ -46,27 +47,40 @@ fn program_with_library(prog: &str, lib: &str, tag: &str, defines: &[&str]) -> P
         return bin;
     }
     std::fs::create_dir_all(&dir).unwrap();
-    let src = root().join("tests/c");
-    let cc = |args: &mut Command, what: &str| {
-        let status = args.status().unwrap_or_else(|e| panic!("run cc: {e}"));
+    let source = |name: &str| {
+        let c = root().join("tests/c").join(format!("{name}.c"));
+        if c.exists() {
+            (c, "cc")
+        } else {
+            (root().join("tests/c").join(format!("{name}.cpp")), "c++")
+        }
+    };
+    let compile = |args: &mut Command, what: &str| {
+        let status = args
+            .status()
+            .unwrap_or_else(|e| panic!("run {args:?}: {e}"));
         assert!(status.success(), "compiling {what} failed");
     };
-    cc(
-        Command::new("cc")
+    let (lib_src, lib_cc) = source(lib);
+    compile(
+        Command::new(lib_cc)
             .args(["-O2", "-g", "-shared", "-fPIC", "-pthread", "-Wall"])
             .args(defines)
             .arg("-o")
             .arg(dir.join(format!("lib{tag}.so")))
-            .arg(src.join(format!("{lib}.c")))
+            .arg(lib_src)
             .arg("-ldl"),
         lib,
     );
+    let (prog_src, prog_cc) = source(prog);
     let tmp = dir.join(format!("{prog}.tmp{}", std::process::id()));
-    cc(
-        Command::new("cc")
-            .args(["-O2", "-g", "-pthread", "-Wall", "-o"])
+    compile(
+        Command::new(prog_cc)
+            .args(["-O2", "-g", "-pthread", "-Wall", "-Wno-unused-result"])
+            .args(defines)
+            .arg("-o")
             .arg(&tmp)
-            .arg(src.join(format!("{prog}.c")))
+            .arg(prog_src)
             .arg("-L")
             .arg(&dir)
             .arg(format!("-l{tag}"))
@@ -274,4 +288,51 @@ fn rust_program_with_allocating_handlers_registered_before_ours() {
     .env(RUST_CASE_ENV, "1")
     .env_remove("LD_PRELOAD");
     run_for(&mut c, QUICK).assert_says("rust fork case ok");
+}
+
+/// C (1): a program that replaces only `operator new(size_t)` and
+/// `operator delete(void*)`, a header before each block: vector, string,
+/// map, unordered_map, shared_ptr, new[]/delete[], nothrow new, explicit
+/// sized delete all run clean, and the replacement's delete sees every
+/// block its new handed out (> 1000). The same linked against a library
+/// whose static constructor uses containers before libpcpalloc.so's
+/// constructor has run. With `PCPALLOC_STATS=1`, pcpalloc's counters see
+/// no `new` and no sized delete (every form went to the replacement). (Before: abort in the first
+/// container, "free(): invalid pointer" — our sized delete freed the
+/// replacement's block.)
+#[test]
+fn cxx_program_replacing_new_and_delete() {
+    let bin = c_program("inv_cxx_replace");
+    let ok = "inv_cxx_replace ok";
+    glibc(&bin, &[]).assert_says(ok);
+    let r = pcpalloc(&bin, &[], &[("PCPALLOC_STATS", "1")]);
+    r.assert_says(ok);
+    for counter in ["cxx_new 0", "cxx_delete_sized 0"] {
+        assert!(
+            r.stderr().lines().any(|l| l.trim() == counter),
+            "expected {counter}: the replaced operators' blocks reached pcpalloc\n{}",
+            r.describe()
+        );
+    }
+    let early = program_with_library(
+        "inv_cxx_replace",
+        "inv_cxx_early_lib",
+        "invcxxearly",
+        &["-DINV_CXX_EARLY"],
+    );
+    glibc(&early, &[]).assert_says(ok);
+    pcpalloc(&early, &[], &[]).assert_says(ok);
+}
+
+/// C (2): a program that replaces only the aligned pair, `operator
+/// new(size_t, align_val_t)` and `operator delete(void*, align_val_t)`:
+/// containers of 64- and 256-byte-aligned types, shared_ptr, unique_ptr,
+/// aligned new[]/delete[], nothrow and sized aligned forms run clean, and
+/// the replacement sees every block. (Before: abort, "free(): invalid
+/// pointer".)
+#[test]
+fn cxx_program_replacing_aligned_new_and_delete() {
+    let bin = c_program("inv_cxx_aligned");
+    glibc(&bin, &[]).assert_says("inv_cxx_aligned ok");
+    pcpalloc(&bin, &[], &[]).assert_says("inv_cxx_aligned ok");
 }
