@@ -222,6 +222,7 @@ pub mod internals {
         NO_LIMIT,
     };
     pub use crate::page_alloc::{PageAllocator, Pages};
+    pub use crate::runtime::fork::{register_after_ours as register_atfork_after_ours, Handler};
     pub use crate::runtime::settings::{PcpMode, SETTINGS, TUNABLES};
     pub use crate::runtime::tick::{background_running, pause, tick};
     pub use crate::runtime::{

@@ -15,6 +15,10 @@
 //!   `malloc_stats`, `malloc_trim` (`glibc.rs`);
 //! - C++'s `operator new` and `operator delete`, every variant
 //!   (`cxx.rs`, `cxx_new.c`);
+//! - glibc's `__register_atfork`, which every object's `pthread_atfork`
+//!   calls: the allocator's fork handlers are registered before the first
+//!   of anyone else's, so they run last before fork and first after it
+//!   (below);
 //! - pcpalloc's own: `pcpalloc_stat` reads one counter by name,
 //!   `pcpalloc_report` writes the report through a callback, `pcpalloc_set`
 //!   changes a setting at run time, `pcpalloc_version`,
@@ -30,3 +34,25 @@ mod ext;
 mod glibc;
 mod libc_api;
 mod lines;
+
+/// glibc's `__register_atfork(prepare, parent, child, dso_handle)`, which
+/// the `pthread_atfork` stub glibc links into every object calls: another
+/// library's handlers — which may allocate, or take a lock under which
+/// other threads allocate — are registered after ours, so that, as with
+/// glibc's own malloc, the allocator's locks are taken after their prepare
+/// handler and released before their parent and child handlers.
+///
+/// # Safety
+/// As `__register_atfork`.
+#[no_mangle]
+pub unsafe extern "C" fn __register_atfork(
+    prepare: pcpalloc_core::internals::Handler,
+    parent: pcpalloc_core::internals::Handler,
+    child: pcpalloc_core::internals::Handler,
+    dso_handle: *mut core::ffi::c_void,
+) -> core::ffi::c_int {
+    // SAFETY: forwarded contract.
+    unsafe {
+        pcpalloc_core::internals::register_atfork_after_ours(prepare, parent, child, dso_handle)
+    }
+}

@@ -8,6 +8,27 @@
 //! marked lost (their slabs stay theirs, as glibc's arenas of dead threads
 //! do), and the maintenance thread is started again in the child when it
 //! is next needed.
+//!
+//! Other libraries' fork handlers may allocate, or take a lock of their
+//! own under which other threads allocate. glibc's own malloc takes its
+//! locks inside `fork()` after every prepare handler and releases them
+//! before any parent or child handler; ours are ordinary handlers, and
+//! glibc runs prepare handlers in the reverse order of registration and
+//! parent and child handlers in that order. So ours are registered before
+//! anyone else's ([`register_after_ours`], which libpcpalloc.so's
+//! `__register_atfork` calls: every object's `pthread_atfork` is a stub
+//! calling that exported function), and run last before fork and first
+//! after it. Where something registered earlier anyway (an object whose
+//! registration no preloaded library sees, the constructors of a Rust
+//! program that come before ours), the forking thread's own allocations
+//! in its handlers go through the locks it holds for the fork
+//! (`sync::hold_for_fork`); another thread's lock taken in such a handler
+//! may still deadlock, as it would with any handler order.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{
+    AtomicU8, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 
 use crate::meta;
 use crate::slab::large_bins;
@@ -141,9 +162,11 @@ extern "C" fn prepare() {
     for l in &LOCKS {
         (l.take)();
     }
+    sync::hold_for_fork(true);
 }
 
 extern "C" fn parent() {
+    sync::hold_for_fork(false);
     for l in LOCKS.iter().rev() {
         // SAFETY: prepare() took every lock of the list in this thread.
         unsafe { (l.release)(false) };
@@ -151,6 +174,7 @@ extern "C" fn parent() {
 }
 
 extern "C" fn child() {
+    sync::hold_for_fork(false);
     for l in LOCKS.iter().rev() {
         // SAFETY: we are the only thread of the child; prepare() took every
         // lock of the list in the parent before the fork.
@@ -175,11 +199,92 @@ extern "C" fn child() {
     unsafe { HEAPS.drain_lost_large_bins(&PAGES.through(core::ptr::null(), false)) };
 }
 
-/// Registers the handlers (once, from the library's constructor: see
-/// `hooks.rs`).
+/// A fork handler as the C library takes it.
+pub type Handler = Option<unsafe extern "C" fn()>;
+/// glibc's `__register_atfork(prepare, parent, child, dso_handle)`.
+type RegisterFn = unsafe extern "C" fn(Handler, Handler, Handler, *mut c_void) -> c_int;
+
+const NOT_REGISTERED: u8 = 0;
+const REGISTERING: u8 = 1;
+const REGISTERED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(NOT_REGISTERED);
+
+/// The C library's `__register_atfork` — the next definition after the
+/// object calling (for libpcpalloc.so, libc's rather than its own) — or
+/// none (a C library without it: then `pthread_atfork`). Looked up once;
+/// dlvsym and dlsym do not allocate when they find the symbol.
+fn libc_register_atfork() -> Option<RegisterFn> {
+    const UNKNOWN: usize = 1;
+    static FOUND: AtomicUsize = AtomicUsize::new(UNKNOWN);
+    let mut f = FOUND.load(Relaxed);
+    if f == UNKNOWN {
+        #[cfg(target_env = "gnu")]
+        // SAFETY: looking up a symbol by NUL-terminated names.
+        let p = unsafe {
+            let p = libc::dlvsym(
+                libc::RTLD_NEXT,
+                c"__register_atfork".as_ptr(),
+                c"GLIBC_2.3.2".as_ptr(),
+            );
+            if p.is_null() {
+                libc::dlsym(libc::RTLD_NEXT, c"__register_atfork".as_ptr())
+            } else {
+                p
+            }
+        };
+        #[cfg(not(target_env = "gnu"))]
+        let p = core::ptr::null_mut::<c_void>();
+        f = p as usize;
+        FOUND.store(f, Relaxed);
+    }
+    // SAFETY: a non-null result is glibc's __register_atfork, whose type
+    // this is.
+    (f != 0).then(|| unsafe { core::mem::transmute::<usize, RegisterFn>(f) })
+}
+
+/// Registers the handlers, once: from the library's constructor (see
+/// `hooks.rs`), or before the first registration of anyone else's
+/// ([`register_after_ours`]), whichever comes first.
 pub fn register() {
-    // SAFETY: the handlers are C-ABI functions that never unwind.
+    match STATE.compare_exchange(NOT_REGISTERED, REGISTERING, Acquire, Acquire) {
+        Ok(_) => {}
+        Err(REGISTERED) => return,
+        // Another thread is registering them: theirs must not go first.
+        Err(_) => return sync::spin_until(|| STATE.load(Acquire) == REGISTERED),
+    }
+    // SAFETY: the handlers are C-ABI functions that never unwind. A null
+    // DSO handle is never unregistered: the library is never unloaded.
     unsafe {
-        libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
+        match libc_register_atfork() {
+            Some(reg) => reg(
+                Some(prepare),
+                Some(parent),
+                Some(child),
+                core::ptr::null_mut(),
+            ),
+            None => libc::pthread_atfork(Some(prepare), Some(parent), Some(child)),
+        };
+    }
+    STATE.store(REGISTERED, Release);
+}
+
+/// libpcpalloc.so's `__register_atfork`, which every object's
+/// `pthread_atfork` calls: registers ours first if nobody did yet, then
+/// the caller's handlers with the C library.
+///
+/// # Safety
+/// As `__register_atfork`: the handlers are callable until `dso_handle`'s
+/// object is unloaded.
+pub unsafe fn register_after_ours(
+    prepare: Handler,
+    parent: Handler,
+    child: Handler,
+    dso_handle: *mut c_void,
+) -> c_int {
+    register();
+    match libc_register_atfork() {
+        // SAFETY: forwarded contract.
+        Some(reg) => unsafe { reg(prepare, parent, child, dso_handle) },
+        None => libc::ENOSYS,
     }
 }
