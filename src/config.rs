@@ -140,8 +140,8 @@ macro_rules! set {
 
 impl Config {
     /// The defaults: no memory limit of our own (only the OS and the
-    /// cgroup), a one-second tick, per-CPU pagesets, every heuristic, no
-    /// report at exit, a background tick thread.
+    /// cgroup), a one-second tick run from the allocator's own calls (no
+    /// thread), per-CPU pagesets, every heuristic, no report at exit.
     pub const fn new() -> Config {
         Config {
             values: CONFIG_UNSET,
@@ -239,7 +239,14 @@ impl Config {
     }
 
     /// `PCPALLOC_BACKGROUND`: whether the maintenance tick runs on a
-    /// background thread (else on allocation slow paths).
+    /// background thread, started once the heap passes 16 MiB or a second
+    /// thread allocates. Off by default: the tick then runs from the
+    /// allocator's own calls when it is due, and a free gives back at once
+    /// what waits beyond what the caches keep — no thread, so a program
+    /// that was single-threaded stays so (`unshare(CLONE_NEWUSER)` and
+    /// `setns()` need that). On, freed memory goes back a tick after it
+    /// went idle, and the thread collapses dense pageblocks into huge
+    /// pages.
     pub const fn background_thread(mut self, on: bool) -> Config {
         let v = if on { "1" } else { "0" };
         set!(self, "PCPALLOC_BACKGROUND", ConfigValue::Text(v))

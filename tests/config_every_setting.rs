@@ -25,7 +25,7 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
         .free_high_threshold(FreeHighThreshold::FiveBatch)
         .decay_ms(123)
         .dirty_ratio(40)
-        .background_thread(false)
+        .background_thread(true)
         .stats(StatsAtExit::Json)
         .stats_file(STATS_FILE)
         .trace(TRACE)
@@ -48,7 +48,7 @@ const EXPECTED: [(&str, &str); 16] = [
     ("PCPALLOC_FREE_HIGH_THRESHOLD", "5batch"),
     ("PCPALLOC_DECAY_MS", "123"),
     ("PCPALLOC_DIRTY_RATIO", "40"),
-    ("PCPALLOC_BACKGROUND", "0"),
+    ("PCPALLOC_BACKGROUND", "1"),
     ("PCPALLOC_STATS", "json"),
     ("PCPALLOC_STATS_FILE", STATS_FILE),
     ("PCPALLOC_TRACE", TRACE),

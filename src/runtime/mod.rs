@@ -14,7 +14,9 @@
 //! - `tls.rs`: the calling thread's heap pointer;
 //! - `paths.rs`: the slow paths that need the runtime;
 //! - `reclaim.rs`: what is given back before a request fails;
-//! - `tick.rs`: when the maintenance tick runs (its background thread);
+//! - `tick.rs`: when the maintenance tick runs (its background thread,
+//!   when asked for);
+//! - `give_back.rs`: what a free gives back at once, with no thread;
 //! - `fork.rs`: the fork handlers and the list of every lock;
 //! - `report.rs`: the counters and the invariant checks;
 //! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
@@ -27,6 +29,7 @@
 pub mod control;
 pub mod files;
 pub mod fork;
+pub mod give_back;
 pub mod hooks;
 pub mod late;
 pub mod path_setting;

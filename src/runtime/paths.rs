@@ -156,6 +156,10 @@ unsafe fn slab_changed(h: *mut Heap, s: *mut Slab) {
         let pages = pages_of(&*h);
         (*h).owned().slab_given_back(s, &pages);
     }
+    // An emptied slab went back to the pages: as any free that leaves
+    // memory there, it may give back what waits (no thread, see
+    // `give_back.rs`) or start the background thread.
+    tick::memory_waiting();
 }
 
 /// A valid object of another heap's slab `s`, checked by the fast path:

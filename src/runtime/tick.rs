@@ -1,15 +1,27 @@
 //! When the maintenance tick runs (`maint.rs` says what it does).
 //!
-//! By default a background thread runs it every `PCPALLOC_DECAY_MS` (1 s).
-//! The thread is created lazily — once the heap and the huge blocks have
-//! grown past [`BACKGROUND_MIN_BYTES`] or a second thread allocates — so a
-//! small single-threaded program never gets one; until then, and always with
-//! `PCPALLOC_BACKGROUND=0`, the tick runs from allocation slow paths when
-//! it is due. The thread blocks every signal, never allocates, and is
-//! recreated in a forked child when needed.
+//! pcpalloc starts no thread unless asked: a program that was
+//! single-threaded stays so (`unshare(CLONE_NEWUSER)` and `setns()` refuse a
+//! multi-threaded process; a thread also changes what fork copies, what
+//! /proc/self/task lists and what a seccomp filter sees), as under glibc,
+//! mimalloc or tcmalloc. By default the tick runs from the allocator's own
+//! calls — allocation slow paths, frees that leave memory waiting, a
+//! thread's exit — once `PCPALLOC_DECAY_MS` (1 s) has passed since the
+//! last, and what a free leaves waiting beyond what the caches keep goes
+//! back at once (`give_back.rs`), so idle memory goes back with no thread.
 //!
-//! The tick lock keeps two ticks from overlapping and lets tests hold the
-//! allocator still; it is the outermost lock of the list in `fork.rs`.
+//! With `PCPALLOC_BACKGROUND=1` (`Config::background_thread(true)`) a
+//! background thread runs the tick every `PCPALLOC_DECAY_MS` instead,
+//! created lazily — once the heap and the huge blocks have grown past
+//! [`BACKGROUND_MIN_BYTES`], a second thread allocates, or 4 MiB wait to
+//! go back — so a small single-threaded program never gets one. Only that
+//! thread's ticks collapse dense pageblocks into huge pages (copying up to
+//! 64 MiB is not for a program's own thread). It blocks every signal,
+//! never allocates, and is recreated in a forked child when needed.
+//!
+//! The tick lock keeps two ticks (or a tick and a give-back) from
+//! overlapping and lets tests hold the allocator still; it is the
+//! outermost lock of the list in `fork.rs`.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
@@ -18,6 +30,7 @@ use crate::runtime::settings::SETTINGS;
 use crate::sync::{Guard, Locked};
 use crate::sys;
 
+use super::give_back;
 use super::process::{self, HEAPS, HUGE, PAGES};
 
 /// The heap size from which a background thread is worth having.
@@ -56,6 +69,7 @@ pub fn tick() -> usize {
         },
     );
     super::late::collect();
+    give_back::on_tick();
     released
 }
 
@@ -64,8 +78,8 @@ pub fn ticks() -> u64 {
     u64::from(PAGES.zone.epoch())
 }
 
-/// Called on allocation slow paths: starts the background thread when it
-/// becomes worthwhile, or runs a due tick inline when there is none.
+/// Called on allocation slow paths: runs a due tick inline, or, with the
+/// background thread asked for, starts it when it becomes worthwhile.
 #[inline]
 pub fn on_slow_path() {
     if THREAD.load(Relaxed) == RUNNING {
@@ -114,14 +128,16 @@ fn on_slow_path_cold() {
 }
 
 /// Free memory waiting for the tick from which it is worth starting the
-/// background thread for it (or, without one, giving it back at once).
+/// background thread for it (when it is asked for).
 const WAITING_MIN_BYTES: usize = 4 << 20;
 
 /// Memory went where only a tick gives it back to the OS — a huge block
-/// into its cache, a large block to the zone: make sure a tick will come
-/// if that is worth it. With the background thread, that is starting it
-/// if it is not running yet; without one (`PCPALLOC_BACKGROUND=0`) the
-/// tick runs now if due. One load when the thread runs.
+/// into its cache, a large block to the zone, an emptied slab: make sure
+/// it goes back. With the background thread, that is starting it if it is
+/// not running yet (a tick later gives it back); without one (the
+/// default), the tick runs now if due and what waits beyond what the
+/// caches keep goes back at once (`give_back.rs`). One load when the
+/// thread runs.
 #[inline]
 pub fn memory_waiting() {
     if THREAD.load(Relaxed) == RUNNING {
@@ -133,31 +149,25 @@ pub fn memory_waiting() {
 #[cold]
 #[inline(never)]
 fn memory_waiting_cold() {
-    if waiting_bytes() < WAITING_MIN_BYTES {
-        return;
-    }
-    let saved = sys::errno();
-    if SETTINGS.background.load(Relaxed) && THREAD.load(Relaxed) == NOT_STARTED {
+    if SETTINGS.background.load(Relaxed)
+        && THREAD.load(Relaxed) == NOT_STARTED
+        && give_back::waiting_bytes() >= WAITING_MIN_BYTES
+    {
         start(true);
     }
     if THREAD.load(Relaxed) != RUNNING {
+        let saved = sys::errno();
         tick_if_due();
+        sys::set_errno(saved);
+        give_back_if_due();
     }
-    sys::set_errno(saved);
 }
 
-/// Memory a tick would give back, as two loads can tell: free pages still
-/// resident and cached huge blocks (pages on pagesets are left out: adding
-/// them up takes every pageset's lock).
-fn waiting_bytes() -> usize {
-    PAGES.zone.dirty_free_pages() * crate::geometry::PAGE_SIZE + HUGE.cached_bytes()
-}
-
-/// A thread just handed its heap back (its exit hook). Its memory is in
-/// pagesets, the zone and the abandoned heap: with the background thread
-/// (started now if it is not running) the next ticks give it back; without
-/// one, this exit is the last time the allocator may run, so what waits
-/// beyond the high watermark goes back now.
+/// A thread just handed its heap back (its exit hook): its memory is in
+/// pagesets, the zone and the abandoned heap. With the background thread
+/// (started now if asked for and not running) the next ticks give it
+/// back; without one, the tick runs if due, and what waits beyond what
+/// the caches keep goes back now, as after any free (`give_back.rs`).
 pub fn after_thread_exit() {
     if THREAD.load(Relaxed) == RUNNING {
         return;
@@ -169,27 +179,35 @@ pub fn after_thread_exit() {
         }
     }
     tick_if_due();
-    let keep = PAGES
-        .zone
-        .wmark(crate::page_alloc::zone::watermark::WMARK_HIGH)
-        * crate::geometry::PAGE_SIZE;
-    let waiting = waiting_bytes() + PAGES.pagesets.total_count() * crate::geometry::PAGE_SIZE;
-    if waiting >= keep + WAITING_MIN_BYTES {
-        let _running = TICK_LOCK.lock();
-        let everywhere = PAGES.through(core::ptr::null(), false);
-        HEAPS.collect_abandoned(&everywhere);
-        PAGES.drain_all();
-        HUGE.trim(&PAGES.zone.budget);
-        PAGES.zone.release_idle(
-            0,
-            PAGES
-                .zone
-                .wmark(crate::page_alloc::zone::watermark::WMARK_HIGH),
-        );
+    if give_back::due_at_exit() {
+        give_back_now();
     }
 }
 
-/// Runs the tick now if one is due (no background thread).
+/// What waits beyond what the caches keep goes back now (`give_back.rs`),
+/// unless a tick or another give-back runs (it gives back too) or the
+/// allocator is held still (`pause`, fork): the tick lock is only tried.
+#[inline]
+fn give_back_if_due() {
+    if give_back::due() {
+        give_back_now();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn give_back_now() {
+    if TICK_LOCK.lock.try_lock() {
+        give_back::give_back();
+        // SAFETY: taken just above.
+        unsafe { TICK_LOCK.lock.unlock() };
+    }
+}
+
+/// Runs the tick now if one is due (no background thread running). A
+/// tick that comes late — the program made no call for a while — also
+/// runs the ticks it missed, up to [`CATCH_UP_TICKS`]: what stayed idle
+/// that long is as idle as the background thread would have found it.
 fn tick_if_due() {
     let now = sys::coarse_now_ns();
     let period = u64::from(SETTINGS.decay_ms.load(Relaxed)) * 1_000_000;
@@ -201,9 +219,16 @@ fn tick_if_due() {
             .compare_exchange(last, now, Relaxed, Relaxed)
             .is_ok()
     {
-        tick();
+        let missed = now.saturating_sub(last) / period.max(1);
+        for _ in 0..missed.min(CATCH_UP_TICKS) {
+            tick();
+        }
     }
 }
+
+/// The most ticks a late tick runs (an idle pageset is drained after
+/// three).
+const CATCH_UP_TICKS: u64 = 3;
 
 /// When starting the thread last failed (0: never), so a failure is
 /// retried a tick later rather than at once or never.

@@ -289,6 +289,23 @@ pub fn resident_pages(p: *const u8, len: usize) -> usize {
     n
 }
 
+/// Which pages of `[p, p + out.len() pages)` are resident now (mincore):
+/// bit 0 of each byte of `out`, one byte a page. Returns how many are, or
+/// `None` if the kernel could not tell (the range is not mapped).
+pub fn resident_map(p: *const u8, out: &mut [u8]) -> Option<usize> {
+    let _e = KeepErrno::new();
+    // SAFETY: out has one byte per page of the range; mincore only reads
+    // the page tables of our own address range.
+    let r = unsafe {
+        libc::mincore(
+            p as *mut libc::c_void,
+            out.len() * PAGE_SIZE,
+            out.as_mut_ptr(),
+        )
+    };
+    (r == 0).then(|| out.iter().filter(|&&v| v & 1 != 0).count())
+}
+
 /// Writes all of `msg` to standard error, ignoring failures.
 pub fn write_stderr(msg: &[u8]) {
     write_fd(2, msg);

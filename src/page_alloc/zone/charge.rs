@@ -1,7 +1,7 @@
 //! Pages charged to the budget. A page of the zone is charged from the
 //! moment it is handed out (it may be written, so it may be resident)
 //! until the zone gives it back to the OS (madvise, or the whole block
-//! going offline); a bit per page in its section's header says which are
+//! going offline) or, free, is found not resident (`release.rs`); a bit per page in its section's header says which are
 //! (`SectionHeader::charged`, walked by [`flip_charged`] and
 //! [`count_charged`]). So a free page that was given back costs
 //! nothing, a fresh block costs nothing until used, and memory the zone

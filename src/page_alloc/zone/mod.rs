@@ -240,6 +240,11 @@ impl Zone {
         dirty + (free - dirty).min(room)
     }
 
+    /// Pages charged now, handed out or free (takes the lock).
+    pub fn charged_pages(&self) -> usize {
+        self.lock().inner.charged
+    }
+
     /// Free pages that are charged: resident, or may be (racy read of
     /// the mirror; see `ZoneInner::dirty_free`).
     #[inline]

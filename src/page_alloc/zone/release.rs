@@ -15,8 +15,16 @@
 //! walks past blocks with no charged page (nothing resident to give back)
 //! and looks at a bounded number of blocks per list. A released block is
 //! uncharged (see `charge.rs`).
+//!
+//! A block is charged whole when it is handed out, whatever the program
+//! then touches: a thread storm's blocks of up to 1 MiB written in their
+//! first 16 KiB counted as 50 times what was resident. A release down to
+//! a number of charged pages (`release_down_to`, the give-back at a free
+//! when no thread runs) first asks mincore which pages of each block are
+//! resident and uncharges the others, with no madvise: what waits is then
+//! what is resident, and only that is given back.
 
-use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
+use crate::geometry::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{flags, Page, PageKind, MIGRATE_TYPES};
 use crate::section::{self, page_addr};
 use crate::sys;
@@ -61,6 +69,15 @@ impl Zone {
         self.release(idle_ticks, keep_dirty, want, 0)
     }
 
+    /// Gives back free memory until at most `keep` free pages are charged,
+    /// at every order (see the module docs): the free blocks' pages that
+    /// are not resident are uncharged first, with no madvise; resident
+    /// blocks are released, largest and coldest first, only while more is
+    /// charged. Returns the resident bytes given back.
+    pub fn release_down_to(&self, keep: usize) -> usize {
+        self.release_blocks(0, keep, usize::MAX, 0, true)
+    }
+
     /// Gives back free blocks of at least `min_order` that stayed free for
     /// `idle_ticks` ticks and are resident, largest first and coldest first
     /// within an order: blocks below a pageblock only while more than
@@ -73,6 +90,20 @@ impl Zone {
         keep_dirty: usize,
         want: usize,
         min_order: u32,
+    ) -> usize {
+        self.release_blocks(idle_ticks, keep_dirty, want, min_order, false)
+    }
+
+    /// [`Zone::release`]; with `settle`, `keep_dirty` bounds every order
+    /// and what is charged is first brought to what is resident (see
+    /// [`Zone::release_down_to`]).
+    fn release_blocks(
+        &self,
+        idle_ticks: u32,
+        keep_dirty: usize,
+        want: usize,
+        min_order: u32,
+        settle: bool,
     ) -> usize {
         // Blocks are isolated across lock holds: a fork must not see them
         // so (the child would never put them back).
@@ -101,7 +132,7 @@ impl Zone {
                 // the heap is no longer dense.
                 let whole_only = keep_dirty > 0 && !self.below_high() && self.keep_huge_whole(z);
                 'orders: for order in (min_order..=MAX_PAGE_ORDER).rev() {
-                    if order < PAGEBLOCK_ORDER && z.dirty_free() <= keep_dirty {
+                    if (settle || order < PAGEBLOCK_ORDER) && z.dirty_free() <= keep_dirty {
                         break;
                     }
                     for mt in 0..MIGRATE_TYPES {
@@ -155,8 +186,14 @@ impl Zone {
                 break;
             }
             let mut released = [false; RELEASE_BATCH];
+            let mut give = [true; RELEASE_BATCH];
+            if settle {
+                self.settle(&mut batch[..n], &mut give[..n], keep_dirty);
+            }
             for (i, &(p, order, _)) in batch[..n].iter().enumerate() {
-                released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
+                if give[i] {
+                    released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
+                }
             }
             let mut g = self.lock();
             for (i, &(p, order, charged)) in batch[..n].iter().enumerate() {
@@ -183,5 +220,48 @@ impl Zone {
             }
         }
         total
+    }
+
+    /// Brings the isolated blocks of `batch` to what is resident: a page
+    /// that mincore says is not resident (a block handed out whole and
+    /// touched in part, or never; or swapped out) is uncharged — nothing
+    /// to give back there, and it is charged again when handed out — and
+    /// each block's count becomes its resident pages. Then
+    /// `give` says which to release: those with resident pages, while the
+    /// zone still has more than `keep` free pages charged.
+    fn settle(&self, batch: &mut [(*mut Page, u32, usize)], give: &mut [bool], keep: usize) {
+        let mut map = [0u8; MAX_ORDER_PAGES];
+        let mut to_give = 0;
+        for (i, b) in batch.iter_mut().enumerate() {
+            let (p, order, _) = *b;
+            let pages = 1usize << order;
+            let addr = page_addr(p);
+            let Some(resident) = sys::resident_map(addr as *const u8, &mut map[..pages]) else {
+                continue;
+            };
+            let mut g = self.lock();
+            // Each run of pages that are not resident.
+            let mut j = 0;
+            while j < pages {
+                if map[j] & 1 != 0 {
+                    j += 1;
+                    continue;
+                }
+                let start = j;
+                while j < pages && map[j] & 1 == 0 {
+                    j += 1;
+                }
+                g.uncharge_range(addr + start * PAGE_SIZE, j - start);
+            }
+            b.2 = resident;
+            // Free pages still charged, the isolated blocks (ours and any
+            // other release's) counted as free.
+            let z = &*g.inner;
+            let dirty = (z.charged + z.free + z.isolated).saturating_sub(z.managed);
+            give[i] = resident > 0 && dirty.saturating_sub(to_give) > keep;
+            if give[i] {
+                to_give += resident;
+            }
+        }
     }
 }

@@ -1,0 +1,220 @@
+//! What a free gives back to the OS at once, so that idle memory goes back
+//! with no thread.
+//!
+//! pcpalloc starts no thread unless asked (`PCPALLOC_BACKGROUND=1`): the
+//! maintenance tick runs from the program's own calls into the allocator
+//! when it is due (`tick.rs`). A program that frees a burst and then only
+//! sleeps, or waits on a socket, makes no further call: what a tick would
+//! give back a tick later has to go when it is freed. So every call that
+//! leaves memory where only a tick would give it back — a large block into
+//! the zone, a huge block into its cache, an emptied slab, a thread's exit
+//! — compares what waits with what may: the zone's charged free pages with
+//! its `keep`, the cached huge blocks with theirs (a few loads). Past a
+//! `keep` and a step, it gives back what waits beyond it there and then:
+//! cached huge blocks are unmapped; the zone's free pages are first
+//! brought to what is resident (mincore: a block handed out whole and
+//! touched in part waits as what was touched), then released with
+//! madvise, largest and coldest first. glibc's free() does the same in its
+//! way: it trims the top of its heap once more than `M_TRIM_THRESHOLD` is
+//! free there, and unmaps a mapped chunk at once.
+//!
+//! How much may wait is tuned on refaults, as a pageset's `high` is on
+//! refills (seed 000): what a give-back released that the program then
+//! charges again before the next one — a thread pool's next wave, a loop
+//! that frees and allocates its buffers — grows the `keep` by as much, up
+//! to [`KEEP_MAX`] for the zone and [`HUGE_KEEP_MAX`] for huge blocks; each
+//! tick takes an eighth off, down to [`KEEP_MIN`] and 0. jemalloc's decay
+//! and mimalloc's purge delay keep what is reused and let the rest go the
+//! same way, but purge only from later calls. While the zone's `keep` is at
+//! its least — nothing given back was needed again — a give-back also
+//! takes what the tick would from the freeing thread's caches (as at a
+//! tick it sees), the other threads' parked slabs and large bins, the
+//! exited threads' heaps and the pagesets (at a thread's exit, what the
+//! pagesets hold counts as waiting too), and takes whole released blocks
+//! offline. So a program that frees what it had and stops keeps at most
+//! `KEEP_MIN` and a step waiting; one that stops right after churning, at
+//! most the `keep`s it reached and a step.
+//!
+//! With the background thread running, the tick gives memory back a tick
+//! after it went idle, and nothing here runs.
+
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use crate::geometry::PAGE_SIZE;
+use crate::sys;
+
+use crate::page_alloc::zone::Shrink;
+
+use super::process::{pages_of, HEAPS, HUGE, PAGES};
+use super::tls;
+
+/// The least `keep` of the zone: what may wait there after a burst that
+/// was not reused.
+pub const KEEP_MIN: usize = 2 << 20;
+/// The most `keep` of the zone while the program uses little (the dirty
+/// limit's floor): what may wait there after a burst that was reused.
+pub const KEEP_MAX: usize = 8 << 20;
+/// The most `keep` of the huge-block cache while the program's huge
+/// blocks are few (glibc's largest trim threshold). Its least is 0: a
+/// huge block freed and not reused is unmapped at once, as glibc unmaps a
+/// mapped chunk.
+pub const HUGE_KEEP_MAX: usize = 64 << 20;
+
+/// What may wait in the zone, and in the huge-block cache (see the module
+/// docs).
+static KEEP: AtomicUsize = AtomicUsize::new(KEEP_MIN);
+static HUGE_KEEP: AtomicUsize = AtomicUsize::new(0);
+/// What the last give-back released from the zone, and unmapped.
+static GAVE: AtomicUsize = AtomicUsize::new(0);
+static GAVE_HUGE: AtomicUsize = AtomicUsize::new(0);
+/// The zone's charged bytes and the huge blocks' bytes right after it.
+static ZONE_AFTER: AtomicUsize = AtomicUsize::new(0);
+static HUGE_AFTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Free pages of the zone still charged: resident, or may be (a racy
+/// read of the zone's mirror).
+#[inline]
+fn zone_waiting() -> usize {
+    PAGES.zone.dirty_free_pages() * PAGE_SIZE
+}
+
+/// Memory waiting for a tick that two loads can tell: the zone's free
+/// pages still charged and the cached huge blocks. Pages on pagesets are
+/// left out (adding them up takes every pageset's lock); so are the
+/// heaps' caches.
+#[inline]
+pub fn waiting_bytes() -> usize {
+    zone_waiting() + HUGE.cached_bytes()
+}
+
+/// How far past a `keep` memory may wait before a free gives it back: one
+/// give-back per eighth of `keep` (at least 1 MiB) freed, not one per
+/// free.
+#[inline]
+fn step(keep: usize) -> usize {
+    (keep / 8).max(1 << 20)
+}
+
+/// Whether more than a `keep` (as far as the memory in use still allows
+/// it) and a step waits, in the zone or in the huge-block cache: a few
+/// loads and compares.
+#[inline]
+pub fn due() -> bool {
+    let keep = KEEP.load(Relaxed).min(keep_max());
+    let huge_keep = HUGE_KEEP.load(Relaxed).min(huge_keep_max());
+    zone_waiting() > keep + step(keep) || HUGE.cached_bytes() > huge_keep + step(huge_keep)
+}
+
+/// [`due`], or, at a thread's exit while nothing given back was needed
+/// again, more than `KEEP_MIN` and a step on the pagesets, where the
+/// exiting thread's caches went (adding them up takes every pageset's
+/// lock: fine once a thread).
+pub fn due_at_exit() -> bool {
+    due()
+        || (KEEP.load(Relaxed) == KEEP_MIN
+            && PAGES.pagesets.total_count() * PAGE_SIZE > KEEP_MIN + step(KEEP_MIN))
+}
+
+/// The most the zone's `keep` may be now: the dirty limit (what the
+/// zone's resident free memory may reach, a ratio of the pages in use,
+/// at least 8 MiB), or [`KEEP_MAX`] with the dirty limit off. A program
+/// that frees what it used keeps little; one that still holds much may
+/// keep a share of it waiting, as between ticks.
+fn keep_max() -> usize {
+    if PAGES.zone.dirty_ratio() == 0 {
+        return KEEP_MAX;
+    }
+    (PAGES.zone.dirty_limit() * PAGE_SIZE).max(KEEP_MAX)
+}
+
+/// The most the huge blocks' `keep` may be now: [`HUGE_KEEP_MAX`], or the
+/// dirty ratio of the huge blocks in use if that is more (a loop of big
+/// buffers reuses cached ones of every size it asks for).
+fn huge_keep_max() -> usize {
+    let live = HUGE.bytes().saturating_sub(HUGE.cached_bytes());
+    (live / 100 * PAGES.zone.dirty_ratio()).max(HUGE_KEEP_MAX)
+}
+
+/// The zone's charged pages, in bytes.
+fn zone_charged() -> usize {
+    PAGES.zone.charged_pages() * PAGE_SIZE
+}
+
+/// Gives back what waits beyond the `keep`s (see the module docs). The
+/// caller holds the tick lock (`tick.rs`): one give-back at a time, none
+/// while a tick runs or the allocator is held still. Never changes errno.
+pub fn give_back() {
+    let saved = sys::errno();
+    // What the last give-back released and the program has charged again
+    // since (charges only grow by what is handed out: a refault, or
+    // growth), for each.
+    let refault = zone_charged()
+        .saturating_sub(ZONE_AFTER.load(Relaxed))
+        .min(GAVE.load(Relaxed));
+    let keep = (KEEP.load(Relaxed) + refault).min(keep_max());
+    KEEP.store(keep, Relaxed);
+    let remapped = HUGE
+        .bytes()
+        .saturating_sub(HUGE_AFTER.load(Relaxed))
+        .min(GAVE_HUGE.load(Relaxed));
+    let huge_keep = (HUGE_KEEP.load(Relaxed) + remapped).min(huge_keep_max());
+    HUGE_KEEP.store(huge_keep, Relaxed);
+    // Nothing given back was needed again: the program is not reusing
+    // what it frees, so what the tick would take goes now too — the
+    // calling thread's caches (as at a tick it sees), the other threads'
+    // parked slabs and large bins, the exited threads' heaps, the
+    // pagesets. (A program that reuses what it frees keeps them: they
+    // are what it reuses first.)
+    let quiet = keep == KEEP_MIN;
+    if quiet {
+        flush_own_heap();
+        let everywhere = PAGES.through(core::ptr::null(), false);
+        HEAPS.collect_abandoned(&everywhere);
+        HEAPS.release_parked_everywhere(&everywhere);
+        HEAPS.drain_all_large_bins(&everywhere);
+        PAGES.drain_all();
+    }
+    let budget = &PAGES.zone.budget;
+    let cached = HUGE.cached_bytes();
+    let unmapped = if cached > huge_keep + step(huge_keep) {
+        HUGE.trim_some(budget, cached - huge_keep)
+    } else {
+        0
+    };
+    let released = if zone_waiting() > keep + step(keep) {
+        PAGES.zone.release_down_to(keep / PAGE_SIZE)
+    } else {
+        0
+    };
+    if quiet {
+        // Whole blocks already given back go offline (their descriptors
+        // and address space), as after idle ticks.
+        PAGES.zone.shrink(Shrink::Idle(0), usize::MAX);
+    }
+    GAVE.store(released, Relaxed);
+    GAVE_HUGE.store(unmapped, Relaxed);
+    ZONE_AFTER.store(zone_charged(), Relaxed);
+    HUGE_AFTER.store(HUGE.bytes(), Relaxed);
+    sys::set_errno(saved);
+}
+
+/// The calling thread's heap collects its remote frees and gives back its
+/// bins, parked slabs and large bins (`thread_flush`).
+fn flush_own_heap() {
+    let h = tls::current_heap();
+    // SAFETY: h is this thread's heap (or the empty heap, left alone).
+    unsafe {
+        if !(*h).is_empty_heap() {
+            let pages = pages_of(&*h);
+            (*h).owned().collect(&pages);
+        }
+    }
+}
+
+/// The tick: each `keep` loses an eighth, down to its least.
+pub fn on_tick() {
+    let keep = KEEP.load(Relaxed);
+    KEEP.store((keep - keep / 8).max(KEEP_MIN), Relaxed);
+    let huge_keep = HUGE_KEEP.load(Relaxed);
+    HUGE_KEEP.store(huge_keep - huge_keep / 8, Relaxed);
+}
