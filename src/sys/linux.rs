@@ -264,9 +264,10 @@ pub fn decommit(p: *mut u8, len: usize) -> bool {
 }
 
 /// Pages of `[p, p+len)` resident in memory now (mincore), read through a
-/// stack buffer. Ranges that are not mapped count as not resident.
+/// small stack buffer (the report runs on small stacks too). Ranges that
+/// are not mapped count as not resident.
 pub fn resident_pages(p: *const u8, len: usize) -> usize {
-    const CHUNK_PAGES: usize = 4096;
+    const CHUNK_PAGES: usize = 512;
     let _e = KeepErrno::new();
     let mut vec = [0u8; CHUNK_PAGES];
     let mut n = 0;
