@@ -47,7 +47,7 @@ pub const SECTION_BLOCKS: usize = SECTION_SIZE / MAX_ORDER_BYTES - 1;
 /// page tables; mmap never returns higher addresses without a hint).
 pub const ADDRESS_BITS: u32 = 47;
 /// MAX_ORDER blocks the address space can hold; the chunk map has one byte
-/// each (32 MiB of address space, untouched except where we map).
+/// each, in leaves of 64 GiB made where we map (see `section/map.rs`).
 pub const NR_CHUNK_SLOTS: usize = 1 << (ADDRESS_BITS - MAX_PAGE_ORDER - PAGE_SHIFT);
 /// Sections one process may own (1 TiB of heap).
 pub const MAX_SECTIONS: usize = 4096;

@@ -186,7 +186,7 @@ pub mod stats {
     pub use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
     pub use crate::page_alloc::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
     pub use crate::stats_report::{
-        Bytes, PagesetStats, ReclaimCounters, Stats, ThreadStats, MAX_REPORTED_PAGESETS,
+        Bytes, PagesetStats, ReclaimCounters, Stats, Summary, ThreadStats, MAX_REPORTED_PAGESETS,
     };
 }
 
@@ -227,7 +227,7 @@ pub mod internals {
     pub use crate::runtime::tick::{background_running, pause, tick};
     pub use crate::runtime::{
         check_invariants, check_invariants_quiescent, ensure_init, print_stats, report_json_to,
-        report_to,
+        report_to, summary,
     };
     pub use crate::section::{desc_of, lookup, lookup_block, page_addr};
     pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};

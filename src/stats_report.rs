@@ -1,7 +1,7 @@
 //! The stats snapshot and its text report: one `name value` pair per line,
 //! with the kernel's names where the counter is the kernel's (as
 //! /proc/vmstat and /proc/zoneinfo), so scripts can grep it. Taken without
-//! allocating; printed through a stack buffer with write(2).
+//! allocating; printed in chunks of lines (see `util/text.rs`).
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -17,7 +17,6 @@ use crate::section;
 use crate::slab::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
 use crate::slab::HeapRegistry;
 use crate::sys;
-use crate::util::buf::FixedBuf;
 
 /// Calls to C++'s operators through `libpcpalloc.so`, counted while the
 /// report at exit is on (so a test can see that they reach us).
@@ -161,6 +160,11 @@ pub struct ReclaimCounters {
 }
 
 /// A snapshot of the whole allocator.
+///
+/// Every field is an integer or a bool, or an array or struct of them, so
+/// all-zero bytes are a snapshot of nothing: a snapshot too big for a small
+/// stack is built in place in zeroed memory mapped for it (see
+/// `runtime/report.rs`), and a field of another kind would break that.
 #[derive(Clone, Copy, Debug)]
 pub struct Stats {
     /// Memory in bytes.
@@ -209,6 +213,34 @@ pub struct Stats {
     pub cxx: [u64; 4],
 }
 
+/// The figures that cost only reads of counters — the zone's page counts
+/// (under its lock, briefly), the huge blocks' usage and the bytes the
+/// thread heaps count in use — and no system call: no `mincore`, no
+/// `/proc`, no pageset walk. What `mallinfo` answers from; a small value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Pages committed to the zone ([`ZoneSnapshot::managed`]).
+    pub managed_pages: usize,
+    /// Pages on the zone's buddy lists ([`ZoneSnapshot::free`]).
+    pub free_pages: usize,
+    /// Of those, pages not resident ([`ZoneSnapshot::clean_free`]).
+    pub clean_free_pages: usize,
+    /// Free blocks on the buddy lists, every order.
+    pub free_blocks: usize,
+    /// Bytes charged to the budget ([`Bytes::charged`]).
+    pub charged: u64,
+    /// The most bytes ever charged at once ([`Bytes::peak_charged`]).
+    pub peak_charged: u64,
+    /// Live huge blocks.
+    pub huge_blocks: usize,
+    /// Usable bytes of live huge blocks.
+    pub huge_live_bytes: usize,
+    /// Live allocations ([`Bytes::allocated`]).
+    pub allocated: u64,
+    /// Free small objects waiting on thread bins ([`Bytes::binned`]).
+    pub binned: u64,
+}
+
 /// The parts of an allocator a snapshot reads.
 pub struct Parts<'a> {
     /// The page allocator (zone and pagesets).
@@ -225,14 +257,51 @@ pub struct Parts<'a> {
     pub reclaim: ReclaimCounters,
 }
 
-impl Stats {
-    /// Takes a snapshot (briefly locking the zone and each pageset).
-    pub fn collect(parts: &Parts<'_>) -> Stats {
-        let zone = parts.pages.zone.snapshot();
+impl Summary {
+    /// Reads the counters (see the type's docs).
+    pub fn collect(parts: &Parts<'_>) -> Summary {
+        let (managed_pages, free_pages, clean_free_pages, free_blocks, charged, peak) =
+            zone_counts(parts.pages);
         let huge = parts.huge.usage();
+        let in_use = parts.heaps.bytes_in_use();
+        Summary {
+            managed_pages,
+            free_pages,
+            clean_free_pages,
+            free_blocks,
+            charged: charged as u64,
+            peak_charged: peak as u64,
+            huge_blocks: huge.live,
+            huge_live_bytes: huge.live_bytes,
+            allocated: in_use.small + in_use.large + huge.live_bytes as u64,
+            binned: in_use.binned,
+        }
+    }
+}
+
+/// The zone's page counts a [`Summary`] holds, out of a zone snapshot
+/// (a kilobyte, kept to this frame).
+#[inline(never)]
+fn zone_counts(pages: &PageAllocator) -> (usize, usize, usize, usize, usize, usize) {
+    let z = pages.zone.snapshot();
+    (
+        z.managed,
+        z.free,
+        z.clean_free,
+        z.nr_free.iter().sum(),
+        z.budget_used,
+        z.budget_peak,
+    )
+}
+
+impl Stats {
+    /// Takes a snapshot (briefly locking the zone and each pageset) onto
+    /// the stack: a value of about 20 KiB, for callers with stack to
+    /// spare (see [`fill`](Self::fill) for the others).
+    pub fn collect(parts: &Parts<'_>) -> Stats {
         let mut s = Stats {
             bytes: Bytes::default(),
-            zone,
+            zone: parts.pages.zone.snapshot(),
             pcp_total: PcpCounters::default(),
             pcp_count: 0,
             pcp_lock_busy: 0,
@@ -245,22 +314,43 @@ impl Stats {
             slabs_short_lived: 0,
             remote_frees: 0,
             large_bins: [0; 6],
-            huge,
-            reclaim: parts.reclaim,
-            thp: (
-                parts.pages.zone.thp_active(),
-                parts.pages.zone.thp_collapsed() as u64,
-            ),
-            ticks: parts.ticks,
-            background: parts.background,
-            cxx: core::array::from_fn(|i| CXX_CALLS[i].load(Relaxed)),
+            huge: HugeUsage::default(),
+            reclaim: ReclaimCounters::default(),
+            thp: (false, 0),
+            ticks: 0,
+            background: false,
+            cxx: [0; 4],
         };
+        s.fill(parts);
+        s
+    }
+
+    /// Takes a snapshot into `self`, in place, overwriting every field:
+    /// nothing of its size is built on the stack, so a caller with a
+    /// snapshot in memory of its own needs about a kilobyte of stack.
+    pub fn fill(&mut self, parts: &Parts<'_>) {
+        self.zone = parts.pages.zone.snapshot();
+        self.huge = parts.huge.usage();
+        self.reclaim = parts.reclaim;
+        self.thp = (
+            parts.pages.zone.thp_active(),
+            parts.pages.zone.thp_collapsed() as u64,
+        );
+        self.ticks = parts.ticks;
+        self.background = parts.background;
+        for (c, n) in self.cxx.iter_mut().zip(&CXX_CALLS) {
+            *c = n.load(Relaxed);
+        }
+        self.pcp_total = PcpCounters::default();
+        self.pcp_count = 0;
+        self.pcp_lock_busy = 0;
+        self.nr_pagesets = 0;
         let mut n = 0;
         parts.pages.pagesets.for_each(|ps| {
             let (st, c) = ps.snapshot();
             let busy = ps.lock_busy.load(Relaxed);
-            s.nr_pagesets += 1;
-            let t = &mut s.pcp_total;
+            self.nr_pagesets += 1;
+            let t = &mut self.pcp_total;
             t.alloc_zone += c.alloc_zone;
             t.free_zone += c.free_zone;
             t.free_high += c.free_high;
@@ -279,10 +369,10 @@ impl Stats {
             t.large_free_high += c.large_free_high;
             t.large_steals += c.large_steals;
             t.large_count += c.large_count;
-            s.pcp_count += st.count.max(0) as u64;
-            s.pcp_lock_busy += busy;
+            self.pcp_count += st.count.max(0) as u64;
+            self.pcp_lock_busy += busy;
             if c.pgalloc + c.pgfree > 0 && n < MAX_REPORTED_PAGESETS {
-                s.pagesets[n] = PagesetStats {
+                self.pagesets[n] = PagesetStats {
                     state: st,
                     counters: c,
                     lock_busy: busy,
@@ -290,12 +380,13 @@ impl Stats {
                 n += 1;
             }
         });
-        s.nr_reported = n;
+        self.nr_reported = n;
         let in_use = parts.heaps.bytes_in_use();
+        let (zone, huge) = (&self.zone, &self.huge);
         let page = PAGE_SIZE as u64;
-        let out_pages = (zone.managed as u64).saturating_sub(zone.free as u64 + s.pcp_count);
+        let out_pages = (zone.managed as u64).saturating_sub(zone.free as u64 + self.pcp_count);
         let huge_live_mapped = huge.bytes.saturating_sub(huge.cached_bytes) as u64;
-        s.bytes = Bytes {
+        self.bytes = Bytes {
             allocated: in_use.small + in_use.large + huge.live_bytes as u64,
             active: out_pages * page + huge_live_mapped,
             resident: (parts.pages.zone.resident_bytes() + parts.huge.resident_bytes()) as u64,
@@ -308,19 +399,25 @@ impl Stats {
             peak_charged: zone.budget_peak as u64,
             binned: in_use.binned,
         };
+        self.heaps = [0; 3];
+        self.slabs_created = 0;
+        self.slabs_retired = 0;
+        self.slabs_short_lived = 0;
+        self.remote_frees = 0;
+        self.large_bins = [0; 6];
         parts.heaps.for_each(|h| {
-            s.heaps[0] += 1;
+            self.heaps[0] += 1;
             match h.state.load(Relaxed) {
-                HEAP_ACTIVE => s.heaps[1] += 1,
-                HEAP_ABANDONED => s.heaps[2] += 1,
+                HEAP_ACTIVE => self.heaps[1] += 1,
+                HEAP_ABANDONED => self.heaps[2] += 1,
                 _ => {}
             }
-            s.slabs_created += h.slabs_created.load(Relaxed);
-            s.slabs_retired += h.slabs_retired.load(Relaxed);
-            s.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
-            s.remote_frees += h.remote_collected.load(Relaxed);
+            self.slabs_created += h.slabs_created.load(Relaxed);
+            self.slabs_retired += h.slabs_retired.load(Relaxed);
+            self.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
+            self.remote_frees += h.remote_collected.load(Relaxed);
             let b = &h.large_bins;
-            for (sum, c) in s.large_bins.iter_mut().zip([
+            for (sum, c) in self.large_bins.iter_mut().zip([
                 &b.c.misses,
                 &b.c.hits,
                 &b.c.free,
@@ -329,9 +426,8 @@ impl Stats {
             ]) {
                 *sum += c.load(Relaxed);
             }
-            s.large_bins[5] += b.held_pages() as u64;
+            self.large_bins[5] += b.held_pages() as u64;
         });
-        s
     }
 }
 
@@ -345,24 +441,17 @@ impl Stats {
     /// from the zone) and allocations that went straight to the zone
     /// because a pageset was busy (`pcp_lock_busy`) are not counted.
     pub fn pageset_hit_rate(&self) -> Option<f64> {
-        let served = self.pcp_total.allocs;
-        (served > 0).then(|| served.saturating_sub(self.pcp_total.refills) as f64 / served as f64)
+        self.pageset_hits()
+            .map(|(hits, served)| hits as f64 / served as f64)
     }
-}
 
-/// Writes `bytes` for a person: `512 B`, `12.3 KiB`, `4.0 MiB`, `1.2 GiB`.
-pub fn write_bytes(w: &mut dyn Write, bytes: u64) -> fmt::Result {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return write!(w, "{bytes} B");
+    /// The pageset hit rate as (hits, allocations served), `None` before
+    /// any allocation went through a pageset (see
+    /// [`pageset_hit_rate`](Self::pageset_hit_rate)).
+    pub fn pageset_hits(&self) -> Option<(u64, u64)> {
+        let served = self.pcp_total.allocs;
+        (served > 0).then(|| (served.saturating_sub(self.pcp_total.refills), served))
     }
-    let mut v = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    write!(w, "{v:.1} {}", UNITS[unit])
 }
 
 /// Zone lock contention: nanoseconds spent waiting for the zone lock as a
@@ -563,106 +652,5 @@ impl Stats {
             "page_size" => PAGE_SIZE,
         }
         Ok(())
-    }
-}
-
-/// A `fmt::Write` over a stack buffer that hands its bytes to `sink`
-/// whenever the buffer fills — up to its last whole line, so a line is
-/// never split between two writes unless it is longer than the buffer —
-/// and at [`finish`](Self::finish): the report goes out without
-/// allocating.
-pub struct ChunkWriter<F: FnMut(&[u8])> {
-    sink: F,
-    buf: FixedBuf<CHUNK>,
-}
-
-/// The most bytes a [`ChunkWriter`] hands over at once (a pipe's
-/// `PIPE_BUF`: one write(2) of it is never interleaved with another
-/// process's).
-const CHUNK: usize = 4096;
-
-impl<F: FnMut(&[u8])> ChunkWriter<F> {
-    /// A writer handing chunks to `sink`.
-    pub fn new(sink: F) -> Self {
-        ChunkWriter {
-            sink,
-            buf: FixedBuf::new(),
-        }
-    }
-
-    /// Hands over what is left.
-    pub fn finish(mut self) {
-        if self.buf.len() > 0 {
-            (self.sink)(self.buf.as_bytes());
-        }
-    }
-
-    /// Hands over the buffer's whole lines (all of it if it holds no line
-    /// end) and keeps the rest.
-    fn flush_lines(&mut self) {
-        let bytes = self.buf.as_bytes();
-        let end = bytes
-            .iter()
-            .rposition(|&c| c == b'\n')
-            .map_or(bytes.len(), |i| i + 1);
-        (self.sink)(&bytes[..end]);
-        let mut rest = [0u8; CHUNK];
-        let n = bytes.len() - end;
-        rest[..n].copy_from_slice(&bytes[end..]);
-        self.buf.clear();
-        self.buf.push_bytes(&rest[..n]);
-    }
-}
-
-impl<F: FnMut(&[u8])> Write for ChunkWriter<F> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        if self.buf.len() + s.len() + 1 >= CHUNK && self.buf.len() > 0 {
-            self.flush_lines();
-            if self.buf.len() + s.len() + 1 >= CHUNK && self.buf.len() > 0 {
-                (self.sink)(self.buf.as_bytes());
-                self.buf.clear();
-            }
-        }
-        if s.len() + 1 >= CHUNK {
-            (self.sink)(s.as_bytes());
-            return Ok(());
-        }
-        self.buf.write_str(s)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunks_end_at_line_ends() {
-        let mut chunks: [usize; 8] = [0; 8];
-        let mut n = 0;
-        let mut ends_ok = true;
-        {
-            let mut w = ChunkWriter::new(|b: &[u8]| {
-                chunks[n] = b.len();
-                n += 1;
-                ends_ok &= b.last() == Some(&b'\n');
-            });
-            for i in 0..600 {
-                let _ = writeln!(w, "counter_{i} {}", i * 1000);
-            }
-            w.finish();
-        }
-        assert!(n >= 3, "{n} chunks");
-        assert!(ends_ok, "a chunk ended inside a line");
-        assert!(chunks[..n].iter().all(|&c| c < CHUNK));
-    }
-
-    #[test]
-    fn bytes_read_for_a_person() {
-        let mut b = FixedBuf::<64>::new();
-        for v in [0u64, 1023, 1024, 1536 << 10, 3 << 30] {
-            write_bytes(&mut b, v).unwrap();
-            b.push_bytes(b"|");
-        }
-        assert_eq!(b.as_bytes(), b"0 B|1023 B|1.0 KiB|1.5 MiB|3.0 GiB|");
     }
 }

@@ -1,11 +1,16 @@
 //! glibc's malloc introspection, answered with pcpalloc's figures:
 //! `mallinfo`, `mallinfo2`, `mallopt`, `malloc_info`, `malloc_stats`,
 //! `malloc_trim`.
+//!
+//! Every one runs in little stack — a thread of `PTHREAD_STACK_MIN`, a
+//! signal handler on an 8 KiB alternate stack — as glibc's do: `mallinfo`
+//! reads counters into a small value, and the reports stream through small
+//! fixed buffers from a snapshot in memory mapped for it.
 
 use core::ffi::{c_int, c_void};
 use core::fmt::Write as _;
 
-use pcpalloc_core::stats::Stats;
+use pcpalloc_core::stats::Summary;
 
 use crate::lines::{name_value, Lines};
 
@@ -54,31 +59,32 @@ pub struct MallInfo {
     keepcost: c_int,
 }
 
-fn mallinfo_of(s: &Stats) -> MallInfo2 {
+fn mallinfo_of(s: &Summary) -> MallInfo2 {
     let page = pcpalloc_core::internals::PAGE_SIZE as u64;
-    let b = &s.bytes;
-    let huge = s.huge.live_bytes as u64;
-    let arena = s.zone.managed as u64 * page;
-    let uord = b.allocated.saturating_sub(huge);
-    let dirty_free = (s.zone.free - s.zone.clean_free.min(s.zone.free)) as u64 * page;
+    let huge = s.huge_live_bytes as u64;
+    let arena = s.managed_pages as u64 * page;
+    let uord = s.allocated.saturating_sub(huge);
+    let dirty_free = (s.free_pages - s.clean_free_pages.min(s.free_pages)) as u64 * page;
     MallInfo2 {
         arena: arena as usize,
-        ordblks: s.zone.nr_free.iter().sum(),
+        ordblks: s.free_blocks,
         smblks: 0,
-        hblks: s.huge.live,
+        hblks: s.huge_blocks,
         hblkhd: huge as usize,
-        usmblks: b.peak_charged as usize,
-        fsmblks: b.binned as usize,
+        usmblks: s.peak_charged as usize,
+        fsmblks: s.binned as usize,
         uordblks: uord as usize,
         fordblks: arena.saturating_sub(uord) as usize,
         keepcost: dirty_free as usize,
     }
 }
 
-/// glibc `mallinfo2`: see [`MallInfo2`] for what each field holds.
+/// glibc `mallinfo2`: see [`MallInfo2`] for what each field holds. Reads
+/// only the counters those fields need (no `mincore`, no `/proc`): a
+/// microsecond or so whatever the heap's size.
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> MallInfo2 {
-    mallinfo_of(&pcpalloc_core::stats())
+    mallinfo_of(&pcpalloc_core::internals::summary())
 }
 
 /// glibc's deprecated `mallinfo`: [`mallinfo2`] in ints.
@@ -212,81 +218,64 @@ pub unsafe extern "C" fn malloc_info(options: c_int, fp: *mut libc::FILE) -> c_i
         unsafe { *libc::__errno_location() = libc::EINVAL };
         return -1;
     }
-    let put = |b: &[u8]| {
-        // SAFETY: fp is an open FILE (contract); b is readable.
-        unsafe { libc::fwrite(b.as_ptr().cast::<c_void>(), 1, b.len(), fp) };
-    };
-    let s = pcpalloc_core::stats();
-    let mut head = Buf::new();
+    let mut out = Xml { fp };
+    let s = pcpalloc_core::internals::summary();
     let _ = write!(
-        head,
+        out,
         "<malloc version=\"pcpalloc-{}\">\n<system type=\"current\" size=\"{}\"/>\n\
          <system type=\"max\" size=\"{}\"/>\n",
         env!("CARGO_PKG_VERSION"),
-        s.bytes.charged,
-        s.bytes.peak_charged
+        s.charged,
+        s.peak_charged
     );
-    put(head.bytes());
     let mut w = Lines::new(|line| {
         if line.first() == Some(&b'#') {
             return; // the summary: the same figures are among the stats
         }
         let (name, value) = name_value(line);
-        let mut out = Buf::new();
-        out.push(b"<stat name=\"");
-        out.push_escaped(name);
-        out.push(b"\" value=\"");
-        out.push_escaped(value);
-        out.push(b"\"/>\n");
-        put(out.bytes());
+        out.put(b"<stat name=\"");
+        out.put_escaped(name);
+        out.put(b"\" value=\"");
+        out.put_escaped(value);
+        out.put(b"\"/>\n");
     });
     let _ = pcpalloc_core::write_report(&mut w);
     w.finish();
-    put(b"</malloc>\n");
+    out.put(b"</malloc>\n");
     0
 }
 
-/// A line of XML on the stack.
-struct Buf {
-    b: [u8; 1200],
-    len: usize,
+/// XML written straight to a `FILE` (which buffers it): no buffer of ours.
+struct Xml {
+    fp: *mut libc::FILE,
 }
 
-impl Buf {
-    fn new() -> Buf {
-        Buf {
-            b: [0; 1200],
-            len: 0,
+impl Xml {
+    fn put(&mut self, b: &[u8]) {
+        // SAFETY: fp is an open FILE (malloc_info's contract); b is
+        // readable.
+        unsafe { libc::fwrite(b.as_ptr().cast::<c_void>(), 1, b.len(), self.fp) };
+    }
+
+    /// Writes `s` with XML's special characters escaped.
+    fn put_escaped(&mut self, mut s: &[u8]) {
+        while let Some(i) = s.iter().position(|c| b"&<>\"".contains(c)) {
+            self.put(&s[..i]);
+            self.put(match s[i] {
+                b'&' => b"&amp;",
+                b'<' => b"&lt;",
+                b'>' => b"&gt;",
+                _ => b"&quot;",
+            });
+            s = &s[i + 1..];
         }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.b[..self.len]
-    }
-
-    fn push(&mut self, s: &[u8]) {
-        let n = s.len().min(self.b.len() - self.len);
-        self.b[self.len..self.len + n].copy_from_slice(&s[..n]);
-        self.len += n;
-    }
-
-    /// Pushes `s` with XML's special characters escaped.
-    fn push_escaped(&mut self, s: &[u8]) {
-        for &c in s {
-            match c {
-                b'&' => self.push(b"&amp;"),
-                b'<' => self.push(b"&lt;"),
-                b'>' => self.push(b"&gt;"),
-                b'"' => self.push(b"&quot;"),
-                _ => self.push(&[c]),
-            }
-        }
+        self.put(s);
     }
 }
 
-impl core::fmt::Write for Buf {
+impl core::fmt::Write for Xml {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        self.push(s.as_bytes());
+        self.put(s.as_bytes());
         Ok(())
     }
 }

@@ -47,6 +47,6 @@ pub use paths::{alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_
 pub use process::{configure_once, ensure_init, free_key, pages_of, HEAPS, PAGES};
 pub use report::{
     check_invariants, check_invariants_quiescent, print_stats, report_json_to, report_to, stats,
-    write_report, write_report_json,
+    summary, write_report, write_report_json,
 };
 pub use thread::{thread_flush, thread_heap, thread_stats};

@@ -2,40 +2,98 @@
 //! parts.
 
 use core::fmt::{self, Write};
+use core::ptr::NonNull;
 use core::sync::atomic::Ordering::Relaxed;
 
+use crate::geometry::PAGE_SIZE;
 use crate::runtime::settings::SETTINGS;
 use crate::slab;
-use crate::stats_report::{write_bytes, ChunkWriter, Parts, Stats};
+use crate::stats_report::{Parts, Stats, Summary};
 use crate::sys;
-use crate::util::{buf::FixedBuf, write_json_string};
+use crate::util::text::{write_bytes, write_ratio, ChunkWriter};
+use crate::util::write_json_string;
 
 use super::process::{HEAPS, HUGE, PAGES};
 use super::tick;
 
-/// A snapshot of the allocator's counters, taken without allocating.
-pub fn stats() -> Stats {
-    Stats::collect(&Parts {
+fn parts() -> Parts<'static> {
+    Parts {
         pages: &PAGES,
         heaps: &HEAPS,
         huge: &HUGE,
         ticks: tick::ticks(),
         background: tick::background_running(),
         reclaim: super::reclaim::counters(),
-    })
+    }
+}
+
+/// A snapshot of the allocator's counters, taken without allocating, on
+/// the caller's stack (about 20 KiB: the Rust API's, for callers with
+/// stack to spare; the report builds its own in memory mapped for it).
+pub fn stats() -> Stats {
+    Stats::collect(&parts())
+}
+
+/// The figures that cost only counter reads (see [`Summary`]): what
+/// `mallinfo` answers from, in microseconds.
+pub fn summary() -> Summary {
+    Summary::collect(&parts())
+}
+
+/// A snapshot built in place in memory mapped for it, and unmapped when
+/// dropped. [`Stats`] is about 20 KiB: more than a thread of
+/// `PTHREAD_STACK_MIN` (16 KiB, less its TLS) or a signal handler's 8 KiB
+/// alternate stack has, and every C entry point that reports —
+/// `malloc_stats`, `malloc_info`, `pcpalloc_stat`, `pcpalloc_report`, the
+/// report at exit — must run there. A mapping of its own per report, not
+/// a static under a lock: a signal handler that reports while the code it
+/// interrupted was reporting gets its own too, instead of waiting forever
+/// on a lock its own thread holds.
+struct MappedStats {
+    s: NonNull<Stats>,
+}
+
+/// Bytes mapped for a [`MappedStats`].
+const MAPPED_LEN: usize = core::mem::size_of::<Stats>().next_multiple_of(PAGE_SIZE);
+
+impl MappedStats {
+    /// Takes a snapshot; `None` if the OS refuses the memory.
+    fn take() -> Option<MappedStats> {
+        let p = NonNull::new(sys::map(MAPPED_LEN)?.cast::<Stats>())?;
+        // SAFETY: a fresh private mapping of MAPPED_LEN zero bytes, aligned
+        // to a page, ours alone: all-zero bytes are a valid Stats (every
+        // field is an integer or a bool: see its docs).
+        let s = unsafe { &mut *p.as_ptr() };
+        s.fill(&parts());
+        Some(MappedStats { s: p })
+    }
+}
+
+impl core::ops::Deref for MappedStats {
+    type Target = Stats;
+
+    fn deref(&self) -> &Stats {
+        // SAFETY: the mapping holds a valid Stats until drop.
+        unsafe { self.s.as_ref() }
+    }
+}
+
+impl Drop for MappedStats {
+    fn drop(&mut self) {
+        sys::unmap(self.s.as_ptr().cast(), MAPPED_LEN);
+    }
 }
 
 /// Writes the report: a two-line summary (lines starting with `#`), then
 /// the version, the process, every setting in force (`NAME value`, as the
-/// environment would give it), then the counters (`name value`).
+/// environment would give it), then the counters (`name value`). The
+/// snapshot is taken in memory of its own (see [`MappedStats`]); fails
+/// with nothing written if the OS refuses that memory.
 pub fn write_report(w: &mut dyn Write) -> fmt::Result {
-    let s = stats();
-    let mut program = FixedBuf::<{ PROGRAM_MAX }>::new();
-    sys::program_name(&mut program);
-    let program = program.as_bytes();
+    let s = MappedStats::take().ok_or(fmt::Error)?;
     let pid = process_id();
     write!(w, "# pcpalloc {VERSION} report: pid {pid}, program ")?;
-    write_lossy(w, program)?;
+    sys::program_name(|p| write_lossy(w, p))?;
     w.write_str("\n# live ")?;
     write_bytes(w, s.bytes.allocated)?;
     w.write_str(", resident ")?;
@@ -44,14 +102,18 @@ pub fn write_report(w: &mut dyn Write) -> fmt::Result {
     write_bytes(w, s.bytes.mapped)?;
     w.write_str(", peak ")?;
     write_bytes(w, s.bytes.peak_charged)?;
-    match s.pageset_hit_rate() {
-        Some(r) => writeln!(w, "; pageset hit rate {:.1}%", r * 100.0)?,
-        None => writeln!(w, "; pageset hit rate -")?,
+    w.write_str("; pageset hit rate ")?;
+    match s.pageset_hits() {
+        Some((hits, served)) => {
+            write_ratio(w, hits.saturating_mul(100), served, 1)?;
+            w.write_str("%\n")?;
+        }
+        None => w.write_str("-\n")?,
     }
     writeln!(w, "pcpalloc_version {VERSION}")?;
     writeln!(w, "pid {pid}")?;
     w.write_str("program ")?;
-    write_lossy(w, program)?;
+    sys::program_name(|p| write_lossy(w, p))?;
     w.write_str("\n")?;
     super::settings::write_settings(w, &PAGES.knobs())?;
     s.write_text(w)
@@ -61,23 +123,21 @@ pub fn write_report(w: &mut dyn Write) -> fmt::Result {
 /// summary (bytes, and the pageset hit rate as a fraction, or null), the
 /// settings, then the counters under their text names.
 pub fn write_report_json(w: &mut dyn Write) -> fmt::Result {
-    let s = stats();
-    let mut program = FixedBuf::<{ PROGRAM_MAX }>::new();
-    sys::program_name(&mut program);
+    let s = MappedStats::take().ok_or(fmt::Error)?;
     write!(
         w,
         "{{\"pcpalloc_version\":\"{VERSION}\",\"pid\":{},\"program\":",
         process_id()
     )?;
-    write_json_string(w, program.as_bytes())?;
+    sys::program_name(|p| write_json_string(w, p))?;
     let b = &s.bytes;
     write!(
         w,
         ",\"summary\":{{\"live_bytes\":{},\"resident_bytes\":{},\"mapped_bytes\":{},\"peak_bytes\":{},\"pageset_hit_rate\":",
         b.allocated, b.resident, b.mapped, b.peak_charged
     )?;
-    match s.pageset_hit_rate() {
-        Some(r) => write!(w, "{r:.4}")?,
+    match s.pageset_hits() {
+        Some((hits, served)) => write_ratio(w, hits, served, 4)?,
         None => w.write_str("null")?,
     }
     w.write_str("},\"settings\":{")?;
@@ -86,9 +146,6 @@ pub fn write_report_json(w: &mut dyn Write) -> fmt::Result {
     s.write_json_members(w)?;
     w.write_str("}}\n")
 }
-
-/// Longest program path the report keeps.
-const PROGRAM_MAX: usize = 512;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 

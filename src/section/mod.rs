@@ -1,28 +1,37 @@
-//! Sections: big aligned reservations of address space, each with the page
+//! Sections: big aligned ranges of address space, each with the page
 //! descriptors of all its pages, and the map that answers "is this address
 //! ours, and what is its descriptor?" (the kernel's `pfn_valid` and
 //! `virt_to_page`).
 //!
-//! A section is a 256 MiB aligned reservation. Its first MAX_ORDER block
-//! (4 MiB) holds the 65536 descriptors of the section, 64 bytes each, so the
+//! A section is a 256 MiB aligned range. Its first MAX_ORDER block (4 MiB)
+//! holds the 65536 descriptors of the section, 64 bytes each, so the
 //! descriptor of page `i` is at `base + 64 * i` and no lookup table is
 //! needed: address → descriptor and back are shifts and masks. The first
 //! 64 KiB of that block describe the metadata pages themselves, which are
-//! never handed out; the section header lives there. The remaining 63 blocks
-//! are committed to the zone one MAX_ORDER block at a time as it grows.
+//! never handed out; the section header lives there. The remaining 63
+//! blocks go to the zone one MAX_ORDER block at a time as it grows
+//! (*online*), and back when the zone gives a whole free block back
+//! (*offline*: the kernel's memory hot-remove).
 //!
-//! Address space is taken in one of two ways. Normally the whole 256 MiB is
-//! reserved inaccessible up front and blocks are made accessible as the
-//! zone grows (*online*), and inaccessible again when the zone gives a
-//! whole free block back (*offline*: the kernel's memory hot-remove). When
-//! the OS refuses that much address space (`ulimit -v`), only the
-//! descriptor block is mapped, at an aligned address picked by hand, and
-//! each later block is mapped in place if that address is still free — a
-//! block whose address something else took is *dead* for good.
+//! A section holds only the address space it has used, as the kernel's
+//! sparse memory model populates only the sections that have memory: the
+//! header, then each block — with its 64 KiB of descriptors — mapped when
+//! it first goes online, and kept, inaccessible, while it is offline. A
+//! small program's heap is its header and one block (4.1 MiB of address
+//! space, not 256 MiB), so `mlockall` by an unprivileged process fits the
+//! default `RLIMIT_MEMLOCK` (the kernel weighs all of a process's mappings
+//! against it) as under glibc. So that the rest of a section stays free
+//! for it, sections are placed far below where the kernel puts mappings
+//! (`place`): the kernel hands out address space from the top down, the
+//! highest hole that fits first, and reaches a section's holes only once
+//! everything above them is taken. A block whose address something else
+//! took anyway is *dead* for good. Where the OS will not have a section
+//! there, the whole 256 MiB is reserved inaccessible where it puts it,
+//! as before (`whole`).
 //!
 //! Whether an address is ours, and its descriptor, is `map.rs`'s: the
 //! chunk map, and the primary section's window in front of it.
-//! Sections themselves, with their descriptor blocks, are never unmapped
+//! Sections themselves, with their descriptors, are never unmapped
 //! (only test zones are destroyed): a free() racing with a removal would
 //! read a descriptor that no longer exists — the race of seed 003 — so
 //! descriptors stay readable for the life of the process, even for blocks
@@ -32,13 +41,18 @@ use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::geometry::{
-    MAX_ORDER_BYTES, MAX_ORDER_PAGES, MAX_SECTIONS, PAGEBLOCK_ORDER, PAGES_PER_SECTION,
-    PAGE_DESC_SIZE, PAGE_SHIFT, SECTION_BLOCKS, SECTION_META_BYTES, SECTION_SIZE,
+    MAX_ORDER_BYTES, MAX_ORDER_PAGES, PAGEBLOCK_ORDER, PAGES_PER_SECTION, PAGE_DESC_SIZE,
+    PAGE_SHIFT, SECTION_BLOCKS, SECTION_META_BYTES, SECTION_SIZE,
 };
 use crate::page::{MigrateType, Page};
 use crate::sys;
 
+mod list;
 mod map;
+mod place;
+
+use list::{claim_slot, list};
+use place::{place, reserve_whole};
 
 pub use map::{desc_of, giant_desc, is_ours, lookup, lookup_block, section_base};
 
@@ -61,15 +75,19 @@ pub struct SectionHeader {
     /// `b` for block `b`; bit 0 is the metadata block, always set. Guarded
     /// by the owning zone's lock for writing; read without it (the stats).
     pub online: AtomicU64,
-    /// Blocks that can never be mapped: in a section without a
-    /// reservation, another mapping took their address. Zone lock.
+    /// Blocks that can never be mapped: another mapping took their
+    /// address, or their descriptors'. Zone lock.
     pub dead: u64,
-    /// The whole section was reserved up front (else blocks are mapped one
-    /// by one where the address space allows).
-    pub reserved: bool,
-    /// Without a reservation: blocks mapped but not online yet (the first
-    /// one comes with the descriptor block). Zone lock.
-    pub premapped: u64,
+    /// The whole section was reserved at once, where the OS put it: every
+    /// block is held and every descriptor mapped from the start.
+    pub whole: bool,
+    /// Blocks whose address space the section holds: mapped by us when
+    /// they first went online, accessible while online, inaccessible (and
+    /// still held) while offline. Only grows. Zone lock.
+    pub held: u64,
+    /// Blocks whose descriptors are mapped (bit 0: the header's). Only
+    /// grows: descriptors stay readable for good. Zone lock.
+    pub described: u64,
     /// Huge sections: bytes mapped for the block (see [`create_huge`]).
     pub huge_len: usize,
     /// The migratetype of each pageblock (the kernel's pageblock_flags).
@@ -91,14 +109,6 @@ pub struct SectionHeader {
 const _: () = assert!(
     core::mem::size_of::<SectionHeader>() <= (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE
 );
-
-/// Every live section's base address (0 = free slot).
-static SECTIONS: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
-/// The zone tag of each slot's section, so iteration can filter without
-/// touching another zone's (possibly just destroyed) header.
-static SECTION_ZONE: [AtomicUsize; MAX_SECTIONS] = [const { AtomicUsize::new(0) }; MAX_SECTIONS];
-/// Highest slot index ever used + 1 (bounds iteration).
-static SECTIONS_HIGH: AtomicUsize = AtomicUsize::new(0);
 
 /// The header of a giant block: the start of the page before it.
 #[repr(C)]
@@ -138,7 +148,10 @@ pub fn create_giant(len: usize, align: usize) -> Option<*mut Page> {
             total,
         })
     };
-    map::mark_giant(block, true);
+    if !map::mark_giant(block, true) {
+        sys::unmap(base as *mut u8, total);
+        return None;
+    }
     Some((block - PAGE_DESC_SIZE) as *mut Page)
 }
 
@@ -153,17 +166,18 @@ pub unsafe fn destroy_giant(head: *mut Page) {
     // SAFETY: a live giant block's header (contract).
     let (magic, base, total) = unsafe { ((*g).magic, (*g).base, (*g).total) };
     debug_assert_eq!(magic, SECTION_MAGIC);
-    map::mark_giant(block, false);
+    let _ = map::mark_giant(block, false);
     sys::unmap(base as *mut u8, total);
 }
 
 /// Makes `h`, the process heap's first section, the one [`lookup`](map::lookup)
-/// answers for with a subtraction and a compare. Only a section reserved
-/// whole qualifies: every address in its span is either ours, or
-/// inaccessible and never handed out, and its descriptors are readable
-/// for good (they say `None` where nothing lives), so the answer needs no
-/// chunk map. A section mapped block by block (`ulimit -v`) may have a
-/// foreign mapping in a dead block, and is left to the chunk map.
+/// answers for with a subtraction and a compare: over its first blocks,
+/// as far as they run held without a gap (every address there is ours,
+/// online or held inaccessible, never another mapping's, and its
+/// descriptors are readable for good: they say `None` where nothing
+/// lives), so the answer needs no chunk map. The window widens as blocks
+/// go online ([`commit_block`]); a block past a dead one is left to the
+/// chunk map.
 ///
 /// # Safety
 /// `h` is a live section header of the process heap's zone, which never
@@ -173,10 +187,19 @@ pub unsafe fn set_primary(h: *mut SectionHeader) {
     // SAFETY: a live header (contract); the zone lock serialises the
     // calls.
     unsafe {
-        if (*h).reserved {
-            map::publish_primary(h as usize);
-        }
+        map::publish_primary(h as usize);
+        map::widen_primary(h as usize, held_prefix(h));
     }
+}
+
+/// Blocks from block 1 on that the section holds, without a gap.
+///
+/// # Safety
+/// `h` is a live section header; the caller holds its zone's lock.
+unsafe fn held_prefix(h: *const SectionHeader) -> usize {
+    // SAFETY: forwarded contract.
+    let held = unsafe { (*h).held };
+    ((held & BLOCK_BITS) >> 1).trailing_ones() as usize
 }
 
 /// The address of the page a descriptor describes (page_address).
@@ -213,18 +236,22 @@ pub fn set_pageblock_mt(addr: usize, mt: MigrateType) {
     unsafe { (*h).pageblock_mt[pb].store(mt as u8, Ordering::Relaxed) };
 }
 
-/// Reserves a new section for the zone tagged `zone`: maps the address
-/// range inaccessible, commits the descriptor block, writes the header and
-/// publishes the section in the map. `None` if the OS refuses or all
-/// section slots are taken.
+/// Bytes of descriptors of one MAX_ORDER block (64 KiB); the header
+/// lives in block 0's.
+const BLOCK_DESC_BYTES: usize = MAX_ORDER_PAGES * PAGE_DESC_SIZE;
+
+/// Makes a new section for the zone tagged `zone`: takes its address range
+/// where sections go (see `place`), maps the header, writes it and
+/// publishes the section in the list; its blocks are mapped as they go
+/// online. `None` if the OS refuses or all section slots are taken.
 pub fn create(zone: usize) -> Option<*mut SectionHeader> {
-    let slot = claim_slot()?;
-    let (base, reserved) = match reserve_whole() {
-        Some(b) => (b, true),
-        None => match map_meta_and_first_block() {
-            Some(b) => (b, false),
+    let (list, slot) = claim_slot()?;
+    let (base, whole) = match place(BLOCK_DESC_BYTES) {
+        Some(b) => (b, false),
+        None => match reserve_whole() {
+            Some(b) => (b, true),
             None => {
-                SECTIONS[slot].store(0, Ordering::Release);
+                list.base[slot].store(0, Ordering::Release);
                 return None;
             }
         },
@@ -239,33 +266,16 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         (*h).zone.store(zone, Ordering::Relaxed);
         ptr::addr_of_mut!((*h).online).write(AtomicU64::new(1));
         ptr::addr_of_mut!((*h).dead).write(0);
-        ptr::addr_of_mut!((*h).reserved).write(reserved);
-        ptr::addr_of_mut!((*h).premapped).write(if reserved { 0 } else { 1 << 1 });
+        ptr::addr_of_mut!((*h).whole).write(whole);
+        ptr::addr_of_mut!((*h).held).write(if whole { BLOCK_BITS } else { 0 });
+        ptr::addr_of_mut!((*h).described).write(if whole { BLOCK_BITS | 1 } else { 1 });
         ptr::addr_of_mut!((*h).collapse_pending).write([0; COLLAPSE_WORDS]);
     }
-    SECTION_ZONE[slot].store(zone, Ordering::Relaxed);
-    SECTIONS[slot].store(base as usize, Ordering::Release);
+    list.zone[slot].store(zone, Ordering::Relaxed);
+    list.base[slot].store(base as usize, Ordering::Release);
     // The metadata block itself is not marked: nothing handed out lives
     // there, so a pointer into it is foreign.
     Some(h)
-}
-
-/// Reserves a whole aligned section inaccessible and opens its descriptor
-/// block.
-fn reserve_whole() -> Option<*mut u8> {
-    let base = sys::reserve(SECTION_SIZE, SECTION_SIZE)?;
-    if !sys::commit(base, SECTION_META_BYTES) {
-        sys::unmap(base, SECTION_SIZE);
-        return None;
-    }
-    Some(base)
-}
-
-/// When the whole section cannot be reserved: maps the descriptor block
-/// and the first block (so the section is usable at all) at a
-/// section-aligned address picked by hand.
-fn map_meta_and_first_block() -> Option<*mut u8> {
-    map_aligned_by_hand(SECTION_META_BYTES + MAX_ORDER_BYTES)
 }
 
 /// The zone tag of huge sections (a zone's tag is its address, never 1).
@@ -307,12 +317,16 @@ pub fn create_huge(len: usize, offset: usize) -> Option<*mut Page> {
         (*h).zone.store(HUGE_TAG, Ordering::Relaxed);
         ptr::addr_of_mut!((*h).online).write(AtomicU64::new(0));
         ptr::addr_of_mut!((*h).dead).write(0);
-        ptr::addr_of_mut!((*h).reserved).write(reserved);
-        ptr::addr_of_mut!((*h).premapped).write(0);
+        ptr::addr_of_mut!((*h).whole).write(reserved);
+        ptr::addr_of_mut!((*h).held).write(0);
+        ptr::addr_of_mut!((*h).described).write(0);
         ptr::addr_of_mut!((*h).huge_len).write(len);
     }
     let block = base as usize + offset;
-    map::mark_chunk(block, true);
+    if !map::mark_chunk(block, true) {
+        sys::unmap(base, total);
+        return None;
+    }
     Some(desc_of(block))
 }
 
@@ -346,7 +360,7 @@ pub unsafe fn destroy_huge(head: *mut Page) {
     let base = section_base(block);
     // SAFETY: a live huge section's header (contract).
     let len = unsafe { (*header_of(block)).huge_len };
-    map::mark_chunk(block, false);
+    let _ = map::mark_chunk(block, false);
     sys::unmap(base as *mut u8, block - base + len);
 }
 
@@ -367,20 +381,6 @@ fn map_aligned_by_hand(len: usize) -> Option<*mut u8> {
         }
         if sys::map_fixed(cand as *mut u8, len) {
             return Some(cand as *mut u8);
-        }
-    }
-    None
-}
-
-/// Takes a free slot in the section list (marking it busy with 1).
-fn claim_slot() -> Option<usize> {
-    for (i, s) in SECTIONS.iter().enumerate() {
-        if s.load(Ordering::Relaxed) == 0
-            && s.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
-            SECTIONS_HIGH.fetch_max(i + 1, Ordering::Relaxed);
-            return Some(i);
         }
     }
     None
@@ -431,9 +431,10 @@ pub unsafe fn online_bits(h: *const SectionHeader) -> u64 {
 }
 
 /// Brings MAX_ORDER block `block` (1..) of the section at `h` online: makes
-/// it accessible and marks it ours. False if the OS refuses; in a section
-/// without a reservation whose address another mapping took, the block is
-/// then dead.
+/// it accessible — mapping it, and its descriptors, the first time — and
+/// marks it ours. False if the OS refuses; if another mapping took the
+/// block's address (or its descriptors'), the block is then dead (see
+/// [`is_dead`]).
 ///
 /// # Safety
 /// `h` is a live section header owned by the caller's zone, whose lock is
@@ -444,29 +445,56 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
     // SAFETY: h is a live header, guarded by the lock we hold (contract).
     unsafe {
         debug_assert!(((*h).online.load(Ordering::Relaxed) | (*h).dead) & bit == 0);
-        let ok = if (*h).reserved {
-            sys::commit(addr as *mut u8, MAX_ORDER_BYTES)
-        } else if (*h).premapped & bit != 0 {
-            (*h).premapped &= !bit;
-            true
-        } else if sys::map_fixed(addr as *mut u8, MAX_ORDER_BYTES) {
-            true
+        if (*h).held & bit != 0 {
+            if !sys::commit(addr as *mut u8, MAX_ORDER_BYTES) {
+                return false;
+            }
         } else {
-            (*h).dead |= bit;
-            false
-        };
-        if ok {
-            (*h).online.fetch_or(bit, Ordering::Relaxed);
-            map::mark_chunk(addr, true);
+            let descs = h as usize + block * BLOCK_DESC_BYTES;
+            let mapped = if (*h).described & bit != 0 {
+                Ok(())
+            } else {
+                sys::map_at(descs as *mut u8, BLOCK_DESC_BYTES, true)
+                    .inspect(|()| (*h).described |= bit)
+            }
+            .and_then(|()| sys::map_at(addr as *mut u8, MAX_ORDER_BYTES, true));
+            match mapped {
+                Ok(()) => (*h).held |= bit,
+                Err(sys::MapAtError::Taken) => {
+                    (*h).dead |= bit;
+                    return false;
+                }
+                Err(sys::MapAtError::Refused) => return false,
+            }
         }
-        ok
+        if !map::mark_chunk(addr, true) {
+            // No memory for the chunk map's leaf: the block stays held,
+            // inaccessible, and offline.
+            sys::decommit(addr as *mut u8, MAX_ORDER_BYTES);
+            return false;
+        }
+        (*h).online.fetch_or(bit, Ordering::Relaxed);
+        map::widen_primary(h as usize, held_prefix(h));
+        true
     }
 }
 
+/// Whether block `block` of the section at `h` is dead: another mapping
+/// took its address, and it can never go online.
+///
+/// # Safety
+/// `h` is a live section header owned by the caller's zone, whose lock is
+/// held.
+pub unsafe fn is_dead(h: *const SectionHeader, block: usize) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { (*h).dead & (1u64 << block) != 0 }
+}
+
 /// Takes online block `block` of the section at `h` offline: no longer
-/// ours, its memory and commit charge back to the OS. Its descriptors
-/// must be `None` (they stay readable). False if the OS refused (the
-/// block then stays online, untouched).
+/// ours, its memory and commit charge back to the OS; the section keeps
+/// its address space, inaccessible. Its descriptors must be `None` (they
+/// stay readable). False if the OS refused (the block then stays online,
+/// untouched).
 ///
 /// # Safety
 /// `h` is a live section header owned by the caller's zone; the block is
@@ -475,16 +503,9 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
 /// kept from going online meanwhile (it stays online until this returns).
 pub unsafe fn decommit_block(h: *mut SectionHeader, block: usize) -> bool {
     let addr = h as usize + block * MAX_ORDER_BYTES;
-    // SAFETY: h is a live header (contract).
-    let reserved = unsafe { (*h).reserved };
-    let ok = if reserved {
-        sys::decommit(addr as *mut u8, MAX_ORDER_BYTES)
-    } else {
-        sys::unmap(addr as *mut u8, MAX_ORDER_BYTES);
-        true
-    };
+    let ok = sys::decommit(addr as *mut u8, MAX_ORDER_BYTES);
     if ok {
-        map::mark_chunk(addr, false);
+        let _ = map::mark_chunk(addr, false);
     }
     ok
 }
@@ -507,47 +528,47 @@ pub unsafe fn set_offline(h: *mut SectionHeader, block: usize) {
 pub unsafe fn destroy(h: *mut SectionHeader) {
     let base = h as usize;
     // SAFETY: h is a live header (contract).
-    let (slot, online, reserved, premapped) = unsafe {
+    let (slot, online, whole, held, described) = unsafe {
         (
             (*h).slot,
             (*h).online.load(Ordering::Relaxed),
-            (*h).reserved,
-            (*h).premapped,
+            (*h).whole,
+            (*h).held,
+            (*h).described,
         )
     };
     for b in 0..64 {
         if online & (1 << b) != 0 {
-            map::mark_chunk(base + b * MAX_ORDER_BYTES, false);
+            let _ = map::mark_chunk(base + b * MAX_ORDER_BYTES, false);
         }
     }
-    SECTION_ZONE[slot].store(0, Ordering::Relaxed);
-    SECTIONS[slot].store(1, Ordering::Release); // still claimed until unmapped
-    if reserved {
+    let Some(list) = list() else {
+        return; // no section was ever made: h is not one
+    };
+    list.zone[slot].store(0, Ordering::Relaxed);
+    list.base[slot].store(1, Ordering::Release); // still claimed until unmapped
+    if whole {
         sys::unmap(base as *mut u8, SECTION_SIZE);
     } else {
-        for b in 0..64 {
-            if (online | premapped) & (1 << b) != 0 {
+        // Only what the section mapped: a dead block's address is
+        // someone else's.
+        for b in (0..64).rev() {
+            if held & (1 << b) != 0 {
                 sys::unmap((base + b * MAX_ORDER_BYTES) as *mut u8, MAX_ORDER_BYTES);
+            }
+            if described & (1 << b) != 0 {
+                sys::unmap((base + b * BLOCK_DESC_BYTES) as *mut u8, BLOCK_DESC_BYTES);
             }
         }
     }
-    SECTIONS[slot].store(0, Ordering::Release);
+    list.base[slot].store(0, Ordering::Release);
 }
 
 /// Calls `f` with the header of every live section of zone `zone`. Only
 /// the zone's own sections are touched, so another zone destroying its
 /// sections concurrently (tests) cannot fault this walk.
 pub fn for_each(zone: usize, mut f: impl FnMut(*mut SectionHeader)) {
-    let high = SECTIONS_HIGH.load(Ordering::Acquire);
-    for (i, s) in SECTIONS[..high].iter().enumerate() {
-        if SECTION_ZONE[i].load(Ordering::Relaxed) != zone {
-            continue;
-        }
-        let base = s.load(Ordering::Acquire);
-        if base > 1 {
-            f(base as *mut SectionHeader);
-        }
-    }
+    list::for_each_base(zone, |base| f(base as *mut SectionHeader));
 }
 
 /// Whether `h` is a well-formed header (for invariant checks).

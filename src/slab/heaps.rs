@@ -118,8 +118,13 @@ impl HeapRegistry {
         if h.is_null() {
             return h;
         }
-        // SAFETY: fresh, aligned metadata memory.
-        unsafe { h.write(Heap::new()) };
+        // A heap is nearly 4 KiB: copied from a static, not built on the
+        // stack, so a thread's first allocation fits in a small stack (a
+        // signal handler's alternate one).
+        static NEW_HEAP: Heap = Heap::new();
+        // SAFETY: fresh, aligned metadata memory, ours alone; NEW_HEAP is
+        // never used but as this template, so its bytes are a new heap's.
+        unsafe { core::ptr::copy_nonoverlapping(&NEW_HEAP, h, 1) };
         let mut head = self.all.load(Acquire);
         loop {
             // SAFETY: h is ours until published.

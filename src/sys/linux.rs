@@ -173,6 +173,57 @@ pub fn unmap(p: *mut u8, len: usize) {
     }
 }
 
+/// Why [`map_at`] mapped nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapAtError {
+    /// Some of the range is mapped already (by someone else).
+    Taken,
+    /// The OS refused the memory (out of memory or address space, or over
+    /// a locked-memory limit).
+    Refused,
+}
+
+/// Maps `len` fresh bytes exactly at `p` — read-write (zeroed), or
+/// inaccessible (a reservation, as [`reserve`]'s) — failing, rather than
+/// replacing anything, if any of the range is already mapped; says which
+/// way it failed.
+pub fn map_at(p: *mut u8, len: usize, accessible: bool) -> Result<(), MapAtError> {
+    if injected_failure() {
+        return Err(MapAtError::Refused);
+    }
+    let _e = KeepErrno::new();
+    let prot = if accessible {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on a
+    // kernel that ignores the flag the hint may be moved, which we check.
+    let r = unsafe {
+        libc::mmap(
+            p.cast(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if r == libc::MAP_FAILED {
+        return Err(if errno() == libc::EEXIST {
+            MapAtError::Taken
+        } else {
+            MapAtError::Refused
+        });
+    }
+    if r.cast::<u8>() != p {
+        // SAFETY: r is the mapping just made, not the range we asked for.
+        unsafe { libc::munmap(r, len) };
+        return Err(MapAtError::Taken);
+    }
+    Ok(())
+}
+
 /// Grows or shrinks the mapping at `p` from `old` to `new` bytes without
 /// moving it (mremap without MREMAP_MAYMOVE). False if the address space
 /// after it is taken (the mapping is then untouched).
@@ -264,9 +315,11 @@ pub fn decommit(p: *mut u8, len: usize) -> bool {
 }
 
 /// Pages of `[p, p+len)` resident in memory now (mincore), read through a
-/// stack buffer. Ranges that are not mapped count as not resident.
+/// small stack buffer (the report runs on small stacks too). Ranges that
+/// are not mapped count as not resident.
 pub fn resident_pages(p: *const u8, len: usize) -> usize {
-    const CHUNK_PAGES: usize = 4096;
+    const CHUNK_PAGES: usize = 512;
+    const HOLE_PAGES: usize = 16;
     let _e = KeepErrno::new();
     let mut vec = [0u8; CHUNK_PAGES];
     let mut n = 0;
@@ -283,6 +336,19 @@ pub fn resident_pages(p: *const u8, len: usize) -> usize {
             unsafe { libc::mincore(a as *mut libc::c_void, pages * PAGE_SIZE, vec.as_mut_ptr()) };
         if r == 0 {
             n += vec[..pages].iter().filter(|&&v| v & 1 != 0).count();
+        } else {
+            // A hole in the range (a section maps its descriptors 16
+            // pages at a time): count it piece by piece.
+            for q in (a..a + pages * PAGE_SIZE).step_by(HOLE_PAGES * PAGE_SIZE) {
+                let k = HOLE_PAGES.min((a + pages * PAGE_SIZE - q) / PAGE_SIZE);
+                // SAFETY: as above, for a piece of the range.
+                let r = unsafe {
+                    libc::mincore(q as *mut libc::c_void, k * PAGE_SIZE, vec.as_mut_ptr())
+                };
+                if r == 0 {
+                    n += vec[..k].iter().filter(|&&v| v & 1 != 0).count();
+                }
+            }
         }
         a += pages * PAGE_SIZE;
     }

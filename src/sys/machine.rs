@@ -1,7 +1,9 @@
 //! What the machine is, read without allocating: its CPUs (sysfs lists,
 //! affinity), the last-level cache slice, memory limits (cgroup v2 and v1,
 //! MemTotal), the program's name and the process's huge pages (smaps),
-//! through small files read into fixed buffers. Part of the Linux backend
+//! through files streamed a line at a time through a small stack buffer
+//! (the first allocation may run on a 16 KiB thread stack or a signal
+//! handler's 8 KiB alternate stack). Part of the Linux backend
 //! of the platform contract (see `sys/mod.rs`); the memory and clock calls
 //! are in `linux.rs`.
 
@@ -15,18 +17,20 @@ use super::linux::{errno, KeepErrno};
 /// Read from sysfs ourselves: glibc's fallback for this opens a directory,
 /// which allocates.
 pub fn nr_cpus_possible() -> usize {
-    read_file(c"/sys/devices/system/cpu/possible")
-        .map(|f| max_cpu_in_list(f.as_bytes()) + 1)
-        .filter(|&n| n > 1 || affinity_count() <= 1)
-        .unwrap_or_else(|| affinity_count().max(1))
+    first_line(c"/sys/devices/system/cpu/possible", |l| {
+        Some(max_cpu_in_list(l) + 1)
+    })
+    .filter(|&n| n > 1 || affinity_count() <= 1)
+    .unwrap_or_else(|| affinity_count().max(1))
 }
 
 /// CPUs online now, at least 1.
 pub fn nr_cpus_online() -> usize {
-    read_file(c"/sys/devices/system/cpu/online")
-        .map(|f| count_cpu_list(f.as_bytes()))
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| affinity_count().max(1))
+    first_line(c"/sys/devices/system/cpu/online", |l| {
+        Some(count_cpu_list(l))
+    })
+    .filter(|&n| n > 0)
+    .unwrap_or_else(|| affinity_count().max(1))
 }
 
 fn affinity_count() -> usize {
@@ -54,22 +58,19 @@ fn max_cpu_in_list(s: &[u8]) -> usize {
     max
 }
 
-/// A small file read into a fixed buffer.
-pub struct FileBuf {
-    bytes: [u8; 4096],
-    len: usize,
-}
+/// Bytes of a line [`scan_lines`] hands over whole; a longer line is cut
+/// to its first `LINE_MAX` bytes. (A sysfs CPU list, a cgroup path or an
+/// smaps mapping header fits; the rest of a longer one is not needed.)
+const LINE_MAX: usize = 512;
 
-impl FileBuf {
-    /// The bytes read.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
-
-/// Reads up to 4 KiB of the file at `path`. `None` if it cannot be opened
-/// or read.
-pub fn read_file(path: &core::ffi::CStr) -> Option<FileBuf> {
+/// Streams the file at `path` through a `LINE_MAX`-byte stack buffer,
+/// calling `f` with each line (without its newline; a longer line cut to
+/// its first `LINE_MAX` bytes) until `f` returns `Some`. Returns that, or
+/// `None` at the end of the file or if it cannot be opened or read. Never
+/// inlined, so a caller's frame does not hold the buffer of every file it
+/// reads.
+#[inline(never)]
+pub fn scan_lines<T>(path: &core::ffi::CStr, mut f: impl FnMut(&[u8]) -> Option<T>) -> Option<T> {
     let _e = KeepErrno::new();
     // SAFETY: path is NUL-terminated; O_CLOEXEC keeps the fd out of
     // children.
@@ -77,34 +78,61 @@ pub fn read_file(path: &core::ffi::CStr) -> Option<FileBuf> {
     if fd < 0 {
         return None;
     }
-    let mut fb = FileBuf {
-        bytes: [0; 4096],
-        len: 0,
-    };
-    loop {
-        let room = fb.bytes.len() - fb.len;
-        if room == 0 {
-            break;
+    let mut buf = [0u8; LINE_MAX];
+    // `skipping`: the buffer's start is the rest of a line already cut.
+    let (mut len, mut skipping) = (0usize, false);
+    let found = 'read: loop {
+        // SAFETY: the destination is the unused tail of buf.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(len).cast(), buf.len() - len) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
         }
-        // SAFETY: the destination is the unused tail of fb.bytes.
-        let n = unsafe { libc::read(fd, fb.bytes.as_mut_ptr().add(fb.len).cast(), room) };
-        if n < 0 {
-            // SAFETY: errno location is valid for the calling thread.
-            if unsafe { *libc::__errno_location() } == libc::EINTR {
-                continue;
+        if n <= 0 {
+            // The end (or an error): a last line without a newline.
+            break if len > 0 && !skipping {
+                f(&buf[..len])
+            } else {
+                None
+            };
+        }
+        len += n as usize;
+        let mut start = 0;
+        while let Some(nl) = buf[start..len].iter().position(|&c| c == b'\n') {
+            if !skipping {
+                if let Some(v) = f(&buf[start..start + nl]) {
+                    break 'read Some(v);
+                }
             }
-            // SAFETY: fd is ours.
-            unsafe { libc::close(fd) };
-            return None;
+            skipping = false;
+            start += nl + 1;
         }
-        if n == 0 {
-            break;
+        if start == 0 && len == buf.len() {
+            // A line longer than the buffer: its start now, the rest never.
+            if !skipping {
+                if let Some(v) = f(&buf[..len]) {
+                    break Some(v);
+                }
+            }
+            skipping = true;
+            start = len;
         }
-        fb.len += n as usize;
-    }
+        buf.copy_within(start..len, 0);
+        len -= start;
+    };
     // SAFETY: fd is ours.
     unsafe { libc::close(fd) };
-    Some(fb)
+    found
+}
+
+/// `f` of the first line of the file at `path` (a sysfs or cgroup value).
+fn first_line<T>(path: &core::ffi::CStr, mut f: impl FnMut(&[u8]) -> Option<T>) -> Option<T> {
+    let mut first = true;
+    scan_lines(path, |l| {
+        if !core::mem::take(&mut first) {
+            return None;
+        }
+        f(l)
+    })
 }
 
 /// Counts the CPUs in a sysfs cpu list such as `0-3,8,10-11`.
@@ -130,34 +158,37 @@ pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
     let mut best: Option<(u64, u64, usize)> = None; // (level, size, sharers)
     for index in 0..16 {
         let mut path = FixedBuf::<128>::new();
-        let read = |path: &mut FixedBuf<128>, leaf: &str| -> Option<FileBuf> {
-            path.clear();
-            let _ = write!(
-                path,
-                "/sys/devices/system/cpu/cpu{cpu}/cache/index{index}/{leaf}"
-            );
-            read_file(path.as_cstr()?)
-        };
-        let Some(level) = read(&mut path, "level") else {
+        // The first line of the file `leaf` of this cache, through `f`;
+        // None (f's) if the file is missing.
+        let mut read =
+            |leaf: &str, f: &mut dyn FnMut(&[u8]) -> Option<u64>| -> Option<Option<u64>> {
+                path.clear();
+                let _ = write!(
+                    path,
+                    "/sys/devices/system/cpu/cpu{cpu}/cache/index{index}/{leaf}"
+                );
+                first_line(path.as_cstr()?, |l| Some(f(l)))
+            };
+        let Some(level) = read("level", &mut parse_u64) else {
             break;
         };
-        let Some(level) = parse_u64(level.as_bytes()) else {
+        let Some(level) = level else {
             continue;
         };
-        let Some(kind) = read(&mut path, "type") else {
-            continue;
-        };
-        let kind = kind.as_bytes().trim_ascii();
-        if kind != b"Data" && kind != b"Unified" {
+        let data = read("type", &mut |l| {
+            let kind = l.trim_ascii();
+            (kind == b"Data" || kind == b"Unified").then_some(1)
+        });
+        if data.flatten().is_none() {
             continue;
         }
-        let Some(size) = read(&mut path, "size").and_then(|s| parse_size(s.as_bytes())) else {
+        let Some(size) = read("size", &mut parse_size).flatten() else {
             continue;
         };
-        let sharers = read(&mut path, "shared_cpu_list")
-            .map(|s| count_cpu_list(s.as_bytes()))
+        let sharers = read("shared_cpu_list", &mut |l| Some(count_cpu_list(l) as u64))
+            .flatten()
             .unwrap_or(1)
-            .max(1);
+            .max(1) as usize;
         if best.is_none_or(|(l, _, _)| level > l) {
             best = Some((level, size, sharers));
         }
@@ -172,9 +203,10 @@ pub fn cgroup_limit_bytes() -> Option<u64> {
     cgroup_v2_max().or_else(cgroup_v1_limit)
 }
 
-/// Writes the program's name into `out`: the path it was executed by
-/// (the kernel's `AT_EXECFN`), else its name from /proc/self/comm.
-pub fn program_name<const N: usize>(out: &mut FixedBuf<N>) {
+/// Calls `f` with the program's name: the path it was executed by (the
+/// kernel's `AT_EXECFN`, on the initial stack: no copy), else its name
+/// from /proc/self/comm, else nothing.
+pub fn program_name<R>(f: impl FnOnce(&[u8]) -> R) -> R {
     // SAFETY: getauxval has no preconditions.
     let p = unsafe { libc::getauxval(libc::AT_EXECFN) } as *const core::ffi::c_char;
     if !p.is_null() {
@@ -182,13 +214,15 @@ pub fn program_name<const N: usize>(out: &mut FixedBuf<N>) {
         // stack, alive for the whole process.
         let path = unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes();
         if !path.is_empty() {
-            out.push_bytes(path);
-            return;
+            return f(path);
         }
     }
-    if let Some(comm) = read_file(c"/proc/self/comm") {
-        out.push_bytes(comm.as_bytes().trim_ascii_end());
-    }
+    let mut comm = FixedBuf::<32>::new();
+    first_line(c"/proc/self/comm", |l| {
+        comm.push_bytes(l.trim_ascii_end());
+        Some(())
+    });
+    f(comm.as_bytes())
 }
 
 /// Total RAM, from /proc/meminfo.
@@ -196,145 +230,117 @@ pub fn mem_total_bytes() -> Option<u64> {
     mem_total()
 }
 
-/// The line of /proc/self/cgroup that starts with `prefix`, past it.
-fn cgroup_line(prefix: &[u8], f: impl FnOnce(&[u8]) -> Option<u64>) -> Option<u64> {
-    let cg = read_file(c"/proc/self/cgroup")?;
-    let line = cg
-        .as_bytes()
-        .split(|&c| c == b'\n')
-        .find(|l| l.starts_with(prefix))?;
-    f(line[prefix.len()..].trim_ascii())
+/// Appends to `path` the cgroup path (as `/proc/self/cgroup` names it,
+/// `/` as nothing) of the first line `pick` takes the path from. False if
+/// there is none, or it does not fit. The line's buffer is gone when the
+/// caller reads the cgroup's files: one buffer at a time on the stack.
+fn cgroup_path<const N: usize>(
+    path: &mut FixedBuf<N>,
+    pick: impl Fn(&[u8]) -> Option<&[u8]>,
+) -> bool {
+    let found = scan_lines(c"/proc/self/cgroup", |l| {
+        let rel = pick(l)?.trim_ascii();
+        if rel != b"/" {
+            path.push_bytes(rel);
+        }
+        Some(())
+    });
+    found.is_some() && !path.truncated
 }
 
-/// The path of cgroup file `leaf` of the cgroup `rel` (as
-/// `/proc/self/cgroup` names it) under the hierarchy mounted at `root`;
-/// `None` if it does not fit.
-fn cgroup_file(root: &[u8], rel: &[u8], leaf: &[u8]) -> Option<FixedBuf<512>> {
-    let mut path = FixedBuf::<512>::new();
-    path.push_bytes(root);
-    if rel != b"/" {
-        path.push_bytes(rel);
-    }
+/// The first line of the file `leaf` of the cgroup directory `path` as a
+/// number; `path` is left as it was.
+fn cgroup_value<const N: usize>(path: &mut FixedBuf<N>, leaf: &[u8]) -> Option<u64> {
+    let dir = path.len();
     path.push_bytes(leaf);
-    (!path.truncated).then_some(path)
+    let v = if path.truncated {
+        None
+    } else {
+        path.as_cstr().and_then(|p| first_line(p, parse_u64))
+    };
+    path.truncate(dir);
+    v
 }
 
 fn cgroup_v2_max() -> Option<u64> {
     // "0::/some/path" on a cgroup v2 system; walk up to the root, since a
     // limit set on a parent binds its children too.
-    cgroup_line(b"0::", |rel| {
-        let mut rel = rel;
-        let mut best: Option<u64> = None;
-        loop {
-            let Some(mut path) = cgroup_file(b"/sys/fs/cgroup", rel, b"/memory.max") else {
-                return best;
-            };
-            // "max" means no limit at this level.
-            if let Some(v) = path
-                .as_cstr()
-                .and_then(read_file)
-                .and_then(|v| parse_u64(v.as_bytes()))
-            {
-                best = Some(best.map_or(v, |b| b.min(v)));
-            }
-            match rel.iter().rposition(|&c| c == b'/') {
-                Some(0) | None => {
-                    if rel == b"/" || rel.is_empty() {
-                        return best;
-                    }
-                    rel = b"/";
-                }
-                Some(i) => rel = &rel[..i],
-            }
+    let mut path = FixedBuf::<512>::new();
+    path.push_bytes(b"/sys/fs/cgroup");
+    let root = path.len();
+    if !cgroup_path(&mut path, |l| l.strip_prefix(b"0::")) {
+        return None;
+    }
+    let mut best: Option<u64> = None;
+    loop {
+        // "max" means no limit at this level.
+        if let Some(v) = cgroup_value(&mut path, b"/memory.max") {
+            best = Some(best.map_or(v, |b| b.min(v)));
         }
-    })
+        if path.len() == root {
+            return best;
+        }
+        let up = path.as_bytes()[root..]
+            .iter()
+            .rposition(|&c| c == b'/')
+            .map_or(root, |i| root + i);
+        path.truncate(up);
+    }
+}
+
+/// The cgroup path of a `/proc/self/cgroup` line of cgroup v1's memory
+/// controller, "N:memory:/path" (the controller list may name several).
+fn memory_cgroup(l: &[u8]) -> Option<&[u8]> {
+    let mut parts = l.splitn(3, |&c| c == b':');
+    let _id = parts.next()?;
+    let ctrls = parts.next()?;
+    let rel = parts.next()?;
+    ctrls
+        .split(|&c| c == b',')
+        .any(|c| c == b"memory")
+        .then_some(rel)
 }
 
 fn cgroup_v1_limit() -> Option<u64> {
-    // "N:memory:/path" (the controller list may name several).
-    let cg = read_file(c"/proc/self/cgroup")?;
-    let rel = cg.as_bytes().split(|&c| c == b'\n').find_map(|l| {
-        let mut parts = l.splitn(3, |&c| c == b':');
-        let _id = parts.next()?;
-        let ctrls = parts.next()?;
-        let path = parts.next()?;
-        ctrls
-            .split(|&c| c == b',')
-            .any(|c| c == b"memory")
-            .then_some(path)
-    })?;
-    let rel = rel.trim_ascii();
-    let mut path = cgroup_file(b"/sys/fs/cgroup/memory", rel, b"/memory.limit_in_bytes")?;
-    let v = parse_u64(read_file(path.as_cstr()?)?.as_bytes())?;
+    let mut path = FixedBuf::<512>::new();
+    path.push_bytes(b"/sys/fs/cgroup/memory");
+    if !cgroup_path(&mut path, memory_cgroup) {
+        return None;
+    }
     // "No limit" reads as PAGE_COUNTER_MAX pages, about 2^63 bytes.
-    (v < 1 << 62).then_some(v)
+    cgroup_value(&mut path, b"/memory.limit_in_bytes").filter(|&v| v < 1 << 62)
 }
 
 fn mem_total() -> Option<u64> {
-    let m = read_file(c"/proc/meminfo")?;
-    let line = m
-        .as_bytes()
-        .split(|&c| c == b'\n')
-        .find(|l| l.starts_with(b"MemTotal:"))?;
-    let rest = line[b"MemTotal:".len()..].trim_ascii();
-    let digits = rest.split(|&c| c == b' ').next()?;
-    parse_u64(digits)?.checked_mul(1024)
+    scan_lines(c"/proc/meminfo", |l| {
+        let rest = l.strip_prefix(b"MemTotal:")?.trim_ascii();
+        let digits = rest.split(|&c| c == b' ').next()?;
+        Some(parse_u64(digits).and_then(|k| k.checked_mul(1024)))
+    })
+    .flatten()
 }
 
 /// Bytes in transparent huge pages (`AnonHugePages` of `/proc/self/smaps`)
 /// over the mappings whose start address `ours` claims. Streams the file
-/// through a stack buffer; 0 when it cannot be read. Costs a walk of every
+/// a line at a time; 0 when it cannot be read. Costs a walk of every
 /// mapping of the process: for reports, not for paths.
 pub fn huge_page_bytes(ours: &dyn Fn(usize) -> bool) -> usize {
     const FIELD: &[u8] = b"AnonHugePages:";
-    let _e = KeepErrno::new();
-    // SAFETY: the path is NUL-terminated; O_CLOEXEC keeps the fd out of
-    // children.
-    let fd = unsafe {
-        libc::open(
-            c"/proc/self/smaps".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return 0;
-    }
-    let mut buf = [0u8; 4096];
-    let (mut len, mut total, mut counting) = (0usize, 0usize, false);
-    loop {
-        // SAFETY: the destination is the unused tail of buf.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(len).cast(), buf.len() - len) };
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        len += n as usize;
-        let mut start = 0;
-        while let Some(nl) = buf[start..len].iter().position(|&c| c == b'\n') {
-            let line = &buf[start..start + nl];
-            if line.starts_with(FIELD) {
-                if counting {
-                    total += parse_decimal(&line[FIELD.len()..]) << 10;
-                }
-            } else if let Some(dash) = line.iter().position(|&c| c == b'-') {
-                // A mapping's header, "start-end perms ...": field lines
-                // are "Name: value" and have no '-' before a ':'.
-                if line[..dash].iter().all(u8::is_ascii_hexdigit) && dash > 0 {
-                    counting = ours(parse_hex(&line[..dash]));
-                }
+    let (mut total, mut counting) = (0usize, false);
+    scan_lines::<()>(c"/proc/self/smaps", |line| {
+        if line.starts_with(FIELD) {
+            if counting {
+                total += parse_decimal(&line[FIELD.len()..]) << 10;
             }
-            start += nl + 1;
+        } else if let Some(dash) = line.iter().position(|&c| c == b'-') {
+            // A mapping's header, "start-end perms ...": field lines are
+            // "Name: value" and have no '-' before a ':'.
+            if line[..dash].iter().all(u8::is_ascii_hexdigit) && dash > 0 {
+                counting = ours(parse_hex(&line[..dash]));
+            }
         }
-        if start == 0 && len == buf.len() {
-            start = len; // a line longer than the buffer: skip it
-        }
-        buf.copy_within(start..len, 0);
-        len -= start;
-    }
-    // SAFETY: fd is ours.
-    unsafe { libc::close(fd) };
+        None
+    });
     total
 }
 
@@ -374,6 +380,35 @@ mod tests {
     }
 
     #[test]
+    fn lines_stream_and_long_ones_are_cut() {
+        let path = std::env::temp_dir().join(format!("pcpalloc-lines-{}", std::process::id()));
+        let long = "a".repeat(LINE_MAX + 100) + "X";
+        std::fs::write(&path, format!("short\n{long}\nafter\n\nlast")).unwrap();
+        let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        let none: Option<()> = scan_lines(&cpath, |l| {
+            seen.push(l.to_vec());
+            None
+        });
+        assert_eq!(none, None);
+        let want: Vec<&[u8]> = vec![
+            b"short",
+            &long.as_bytes()[..LINE_MAX],
+            b"after",
+            b"",
+            b"last",
+        ];
+        assert_eq!(seen, want);
+        assert_eq!(
+            scan_lines(&cpath, |l| l.starts_with(b"aft").then_some(7)),
+            Some(7)
+        );
+        assert_eq!(first_line(&cpath, |l| Some(l.len())), Some(5));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(first_line(&cpath, |l| Some(l.len())), None);
+    }
+
+    #[test]
     fn machine_facts_are_readable() {
         assert_eq!(page_size(), 4096);
         assert!(nr_cpus_possible() >= nr_cpus_online());
@@ -386,5 +421,7 @@ mod tests {
         if let Some(s) = llc_slice_bytes(0) {
             assert!(s >= 4096, "{s}");
         }
+        let name = program_name(|n| n.to_vec());
+        assert!(!name.is_empty());
     }
 }

@@ -17,9 +17,10 @@ mod machine;
 
 pub use inject::inject_map_failures;
 
+pub use linux::MapAtError;
 pub use linux::{
     advise_huge, coarse_now_ns, collapse, commit, current_cpu, decommit, errno, for_each_env,
-    getenv, map, map_fixed, move_pages, now_ns, page_size, release, reserve, resident_map,
+    getenv, map, map_at, map_fixed, move_pages, now_ns, page_size, release, reserve, resident_map,
     resident_pages, resize_in_place, secure_mode, set_errno, unmap, write_fd, write_stderr,
     yield_now,
 };

@@ -2,6 +2,7 @@
 //! and bit tricks used across layers.
 
 pub mod buf;
+pub mod text;
 
 /// `p`, in a register the compiler cannot fold back into an indexed
 /// memory operand: the loads and stores through the result address

@@ -20,7 +20,7 @@
 //! power-of-two pieces that make it up (`ZoneGuard::free_range`), which
 //! merge back with their buddies as any block does.
 
-use crate::geometry::{PAGE_SIZE, SECTION_SIZE};
+use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_SIZE};
 use crate::page::{flags, MigrateType, Page, PageKind, PageList};
 use crate::section::{self, desc_of, page_addr};
 use crate::util::order_for_pages;
@@ -222,11 +222,15 @@ impl ZoneGuard<'_> {
                     continue;
                 }
                 // Walk the free blocks that follow, across MAX_ORDER
-                // blocks of the section as long as they are online (an
-                // offline block's descriptors are None: the walk stops).
+                // blocks of the section as long as they are online (a
+                // block never mapped has no descriptors to read; an
+                // offline one's say None).
                 let end = section::section_base(a) + SECTION_SIZE;
                 let mut run_end = a;
                 while run_end < end && run_end - a < want {
+                    if run_end.is_multiple_of(MAX_ORDER_BYTES) && !section::is_ours(run_end) {
+                        break;
+                    }
                     let d = desc_of(run_end);
                     // SAFETY: a descriptor of an online block; lock held.
                     let (kind, dmt, dorder) = unsafe { ((*d).kind(), (*d).mt(), (*d).order) };

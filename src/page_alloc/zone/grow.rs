@@ -66,10 +66,10 @@ impl ZoneGuard<'_> {
             // we hold the zone lock.
             if !unsafe { section::commit_block(h, b) } {
                 // SAFETY: as above.
-                if unsafe { (*h).reserved } {
-                    break; // the OS is out of memory
+                if unsafe { section::is_dead(h, b) } {
+                    continue; // that address is taken: try the next block
                 }
-                continue; // that address is taken: the block is dead now
+                break; // the OS is out of memory
             }
             let addr = h as usize + b * MAX_ORDER_BYTES;
             self.advise_block(addr);
