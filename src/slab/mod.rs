@@ -13,6 +13,9 @@
 //!   emptied slabs given back;
 //! - `lifetime.rs`: which migratetype a class's new slabs take, learnt
 //!   from how its slabs come back (grouping by lifetime);
+//! - `emptied.rs`: slabs whose every object is free, given back without
+//!   waiting for their owner to refill the class (also when the owner is
+//!   idle: the tick, a trim, a reclaim);
 //! - `park_high.rs`: how many emptied slabs a heap keeps parked
 //!   (`park_high`, auto-tuned);
 //! - `check.rs`: the invariant checker ([`check_quiescent`]);
@@ -39,6 +42,7 @@
 pub mod bin;
 mod check;
 pub mod classes;
+mod emptied;
 pub mod free;
 pub mod heap;
 mod heap_blocks;

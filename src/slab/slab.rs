@@ -15,9 +15,12 @@
 //!   so a new slab costs no more memory than it serves.
 //!
 //! Invariant: `used` counts objects handed out and not yet back on `free`
-//! (objects on a bin, or waiting on `thread_free`, still count), so
-//! `used + len(free) = reserved`, and `used == 0` means the slab holds no
-//! live object and can go back to the page allocator.
+//! (objects on a bin, waiting on another thread's chain of remote frees,
+//! or on `thread_free`, still count), so `used + len(free) = reserved`,
+//! and `used == 0` means the slab holds no live object and can go back to
+//! the page allocator. `used == tf_count(thread_free)` means the same once
+//! the remote list is collected: every object of the slab is free
+//! ([`all_free`]).
 //!
 //! Free-block layout: word 0 links the list; word 1 holds the process's
 //! free key, so `free` recognises a block that is already free (a double
@@ -30,9 +33,33 @@
 //! the slab has room again without ever scanning its full slabs (mimalloc's
 //! delayed free, simplified: heaps live forever, so the push is always
 //! safe).
+//!
+//! A slab whose every object is free but whose owner does not come back
+//! for that class would stay with its owner for good. So whoever frees the
+//! last live object of a slab tells the owner heap: the owner's own free
+//! (the bin full, [`give_back`]) sees `used` reach the remote list's count
+//! and takes the slow path; a remote free whose push leaves `used` objects
+//! on the remote list (`used` read before its CAS, while its objects keep
+//! the slab alive) sets [`QUEUED`] in the same CAS and pushes the slab on
+//! the owner heap's *emptied* stack, linked through its second page's
+//! descriptor ([`emptied_link`]: the slab's own `next` may be on the
+//! partial list). The owner takes the stack on its next slow path, or —
+//! the owner idle — the tick, a trim or a reclaim does (`emptied.rs`).
+//!
+//! Invariant: a slab with [`QUEUED`] set is on its owner's emptied stack
+//! (or its pusher is about to put it there) and is never parked or given
+//! back: it stays current, partial or full until the stack's reader clears
+//! the bit. Only that reader clears it; [`collect_thread_free`],
+//! [`mark_full`] and [`unmark_full`] keep it.
+//!
+//! `used` and `flags` are read by other threads (a remote freer's guess,
+//! a collector's [`all_free`]) while the owner's free path writes them: both
+//! are accessed as atomics (plain loads and stores, no read-modify-write),
+//! and the owner stores `used` with release, so a reader that sees a count
+//! also sees the object the owner put on `free` before it.
 
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
+use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicPtr, AtomicU16, AtomicU8, AtomicUsize};
 
 use crate::geometry::{PAGE_DESC_SIZE, PAGE_SIZE};
 use crate::page::{Linked, Page, PageKind};
@@ -44,13 +71,20 @@ use super::object::FreeObject;
 /// Low bit of `thread_free`: the slab is full and its owner wants to hear
 /// about the next remote free.
 pub const FULL_NOTIFY: usize = 1;
+/// Bit 1 of `thread_free`: a remote free left every object of the slab
+/// free, and the slab is on its owner heap's emptied stack (or on its way
+/// there). See the module docs.
+pub const QUEUED: usize = 2;
+/// The flag bits of `thread_free` (objects are 16-byte aligned, so a list
+/// head never has them).
+const TF_FLAGS: usize = FULL_NOTIFY | QUEUED;
 /// Where `thread_free` keeps how many objects its list holds: the top 16
 /// bits, above the 47 bits of a user address (a section is below 2^47, see
 /// `section::is_ours`), so the owner takes list and count with one swap
 /// and need not walk the list (snmalloc's counted batches, in one word).
 const TF_COUNT_SHIFT: u32 = 48;
 /// The list's first object in `thread_free`.
-const TF_PTR_MASK: usize = ((1 << TF_COUNT_SHIFT) - 1) & !FULL_NOTIFY;
+const TF_PTR_MASK: usize = ((1 << TF_COUNT_SHIFT) - 1) & !TF_FLAGS;
 
 /// The first object of the remote list in `thread_free` word `tf`.
 #[inline(always)]
@@ -81,9 +115,13 @@ pub struct Slab {
     /// The slab's order (`classes::SLAB_ORDER`).
     pub order: u8,
     _migratetype: u8,
-    /// `IN_FULL`.
+    /// `IN_FULL`. Accessed as an atomic ([`in_full`]): written by the
+    /// owner (and by a collector holding the heap's lists, see
+    /// `emptied.rs`), read by the owner's free path.
     pub flags: u8,
-    /// Objects handed out and not back on `free` (owner-only).
+    /// Objects handed out and not back on `free`. Written by the owner (or
+    /// a collector holding the heap's lists) with release stores, read by
+    /// anyone ([`used`]).
     pub used: u16,
     /// The low 16 bits of the slab's address times `obj_inverse` (mod
     /// 2^16): the free path's object check multiplies `p as u16` by the
@@ -103,8 +141,8 @@ pub struct Slab {
     /// The owner's free list of objects (owner-only).
     pub free: *mut u8,
     /// Objects freed by other threads, pushed with CAS: the first object,
-    /// `FULL_NOTIFY` in the low bit, and in the top 16 bits how many the
-    /// list holds ([`tf_list`], [`tf_count`]).
+    /// `FULL_NOTIFY` and `QUEUED` in the low bits, and in the top 16 bits
+    /// how many the list holds ([`tf_list`], [`tf_count`]).
     pub thread_free: AtomicUsize,
     /// Size class index.
     pub class: u8,
@@ -239,6 +277,7 @@ pub unsafe fn init(head: *mut Page, class: usize, owner: *mut u8) -> *mut Slab {
         for i in 1..classes::SLAB_PAGES {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(head, Relaxed);
+            (*t).next = core::ptr::null_mut(); // the emptied-stack link
             (*t).set_kind(PageKind::SlabTail);
         }
         // Publish the kind last: a racing invalid free that sees Slab also
@@ -355,7 +394,7 @@ pub unsafe fn object_size(s: *const Slab) -> usize {
 pub unsafe fn reinit(s: *mut Slab, class: usize) {
     // SAFETY: the caller owns the slab; nobody else may touch its objects.
     unsafe {
-        debug_assert_eq!((*s).used, 0);
+        debug_assert_eq!(used(s), 0);
         debug_assert_eq!(u32::from((*s).order), classes::SLAB_ORDER);
         debug_assert_eq!((*s).thread_free.load(Relaxed), 0);
         set_class(s, class);
@@ -378,6 +417,7 @@ pub unsafe fn fini(s: *mut Slab) -> *mut Page {
         for i in 1..(1usize << order) {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(core::ptr::null_mut(), Relaxed);
+            (*t).next = core::ptr::null_mut();
             (*t).set_kind(PageKind::None);
         }
         (*head).reset();
@@ -398,28 +438,141 @@ pub unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
     unsafe {
         let head = core::mem::replace(&mut (*s).free, core::ptr::null_mut());
         // Invariant: used + len(free) = reserved.
-        let n = (*s).reserved - (*s).used;
-        (*s).used += n;
+        let n = (*s).reserved - used(s);
+        set_used(s, (*s).reserved);
         (head, u32::from(n))
     }
 }
 
 /// The owner takes back object `p` from a bin onto the slab's own list.
-/// Returns true if the slab needs the heap's attention (it became empty,
-/// or was full).
+/// Returns true if the slab needs the heap's attention: every object of
+/// it is free now (`used` down to the remote list's count: none live, on
+/// a bin or on a chain), or it is full and waits for the first remote free
+/// (FULL_NOTIFY: it must come back to the partial list; a full slab whose
+/// notice a remote free took comes back through the delayed stack).
+///
+/// `thread_free` is read first and `used` stored last (with release): once
+/// a collector sees the new count, this free is done with the slab. (A
+/// remote push landing in between is missed here and, having read `used`
+/// before, there too: the sweep of `emptied.rs` finds such a slab.)
 ///
 /// # Safety
 /// The calling heap owns `s`; `p` is an object of `s` that the slab counts
 /// as in use and nobody uses (it carries the free key already).
 #[inline]
 pub unsafe fn give_back(s: *mut Slab, p: *mut u8) -> bool {
-    // SAFETY: owner-only fields; p is ours to relink (contract).
+    // SAFETY: owner-only fields (`free`); p is ours to relink (contract);
+    // `used` through its atomic view.
     unsafe {
+        let tf = (*s).thread_free.load(Relaxed);
         FreeObject::at(p).set_next((*s).free);
         (*s).free = p;
-        (*s).used -= 1;
-        (*s).used == 0 || (*s).flags & IN_FULL != 0
+        let n = used(s).wrapping_sub(1); // `used` ≥ 1 here
+        set_used(s, n);
+        // The count compared as 16 bits, as `used` is kept.
+        tf & FULL_NOTIFY != 0 || tf_count(tf) as u16 == n
     }
+}
+
+/// `used` of slab `s` (see the struct), as any thread may read it.
+///
+/// # Safety
+/// `s` is a slab descriptor (live, or one whose block the caller knows
+/// stays a descriptor).
+#[inline(always)]
+pub unsafe fn used(s: *const Slab) -> u16 {
+    // SAFETY: an aligned u16 inside the descriptor, only ever accessed
+    // atomically while other threads may.
+    unsafe { AtomicU16::from_ptr(core::ptr::addr_of!((*s).used).cast_mut()).load(Relaxed) }
+}
+
+/// Stores `used` of slab `s`, with release (see the module docs).
+///
+/// # Safety
+/// The caller owns `s` (or holds its heap's lists, see `emptied.rs`).
+#[inline(always)]
+pub unsafe fn set_used(s: *mut Slab, n: u16) {
+    // SAFETY: as in `used`.
+    unsafe { AtomicU16::from_ptr(core::ptr::addr_of_mut!((*s).used)).store(n, Release) }
+}
+
+/// Whether slab `s` is marked IN_FULL.
+///
+/// # Safety
+/// As [`used`].
+#[inline(always)]
+pub unsafe fn in_full(s: *const Slab) -> bool {
+    // SAFETY: an aligned byte of the descriptor, accessed atomically.
+    unsafe {
+        AtomicU8::from_ptr(core::ptr::addr_of!((*s).flags).cast_mut()).load(Relaxed) & IN_FULL != 0
+    }
+}
+
+/// Sets or clears IN_FULL on slab `s`.
+///
+/// # Safety
+/// As [`set_used`].
+#[inline(always)]
+pub unsafe fn set_in_full(s: *mut Slab, full: bool) {
+    // SAFETY: as in `in_full`; only the owner (or a holder of the heap's
+    // lists) writes the flags, so load and store lose nothing.
+    unsafe {
+        let f = AtomicU8::from_ptr(core::ptr::addr_of_mut!((*s).flags));
+        let v = f.load(Relaxed);
+        f.store(if full { v | IN_FULL } else { v & !IN_FULL }, Relaxed);
+    }
+}
+
+/// Whether every object of slab `s` is free — on its own list or its
+/// remote list, none live, on a bin or on a chain: `used` equals the
+/// remote list's count. Exact for the owner; from another thread holding
+/// the heap's lists (the owner's frees can then only lower `used`, the
+/// remote list only grow) `used` is read first, so a yes is never stale:
+/// `used` now lies between what was read and the count read after it.
+///
+/// # Safety
+/// `s` is a live slab of a heap whose lists the caller holds.
+#[inline]
+pub unsafe fn all_free(s: *const Slab) -> bool {
+    // SAFETY: atomic views of a live descriptor (contract).
+    unsafe {
+        let u = AtomicU16::from_ptr(core::ptr::addr_of!((*s).used).cast_mut()).load(Acquire);
+        u32::from(u) == tf_count((*s).thread_free.load(Acquire))
+    }
+}
+
+/// Whether slab `s` is QUEUED (on its owner's emptied stack).
+///
+/// # Safety
+/// `s` is a live slab.
+#[inline]
+pub unsafe fn is_queued(s: *const Slab) -> bool {
+    // SAFETY: an atomic of a live descriptor.
+    unsafe { (*s).thread_free.load(Acquire) & QUEUED != 0 }
+}
+
+/// Clears QUEUED: slab `s` was taken off its owner's emptied stack (read
+/// its link first: from here on a remote free may push it again).
+///
+/// # Safety
+/// The caller holds the heap's lists and took `s` off the emptied stack.
+#[inline]
+pub unsafe fn clear_queued(s: *mut Slab) {
+    // SAFETY: an atomic of a live descriptor.
+    unsafe { (*s).thread_free.fetch_and(!QUEUED, AcqRel) };
+}
+
+/// Where slab `s` is linked on its owner's emptied stack: the `next`
+/// field of its second page's descriptor (a tail's links are otherwise
+/// unused; the slab's own `next` may hold the partial list). Written by
+/// the freer that set QUEUED, read by whoever takes the stack.
+#[inline(always)]
+pub fn emptied_link(s: *mut Slab) -> *mut *mut Slab {
+    const _: () = assert!(classes::SLAB_PAGES > 1);
+    // The descriptors of a slab's pages are consecutive (`free_view`).
+    let t = Slab::page(s).wrapping_add(1);
+    // SAFETY: only an address is computed.
+    unsafe { core::ptr::addr_of_mut!((*t).next).cast() }
 }
 
 /// Carves up to a page of objects from the untouched tail onto `free`.
@@ -465,10 +618,15 @@ pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
     // SAFETY: only the owner swaps thread_free out; the objects on it are
     // free and ours to relink.
     unsafe {
-        if (*s).thread_free.load(Relaxed) & !FULL_NOTIFY == 0 {
+        if (*s).thread_free.load(Relaxed) & !TF_FLAGS == 0 {
             return 0;
         }
-        let tf = (*s).thread_free.swap(0, Acquire);
+        // The list and its count, in one atomic step; QUEUED stays (the
+        // slab may be on the emptied stack). FULL_NOTIFY is never set here:
+        // a slab is collected when current, partial, or off the delayed
+        // stack (whose pusher cleared it).
+        let tf = (*s).thread_free.fetch_and(QUEUED, Acquire);
+        debug_assert_eq!(tf & FULL_NOTIFY, 0);
         let (list, n) = (tf_list(tf), tf_count(tf));
         debug_assert_eq!(list_len(list, Slab::capacity(s)), n as usize);
         if n > 0 {
@@ -483,23 +641,50 @@ pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
                 FreeObject::at(last).set_next((*s).free);
             }
             (*s).free = list;
-            (*s).used -= n as u16;
+            set_used(s, used(s) - n as u16);
         }
         n
     }
 }
 
+/// What a push on a slab's remote list asks of its pusher: the
+/// `thread_free` flag bits the push took over ([`Pushed::NONE`] in the
+/// common case, so the caller tests one word).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Pushed(usize);
+
+impl Pushed {
+    /// Nothing to do.
+    pub const NONE: Pushed = Pushed(0);
+
+    /// The slab was marked full: the owner must hear of it (the delayed
+    /// stack, `Heap::notify_owner`).
+    #[inline]
+    pub fn full(self) -> bool {
+        self.0 & FULL_NOTIFY != 0
+    }
+
+    /// The push left every object of the slab free and set QUEUED: the
+    /// slab goes on its owner's emptied stack.
+    #[inline]
+    pub fn emptied(self) -> bool {
+        self.0 & QUEUED != 0
+    }
+}
+
 /// Pushes the chain `first ..= last` of `n` objects of `s` (linked through
 /// word 0, each carrying the free key) on the slab's remote list with one
-/// CAS, which also adds `n` to the list's count. Returns true if the slab
-/// was marked full, in which case the caller must notify the owner.
+/// CAS, which also adds `n` to the list's count — and sets QUEUED when the
+/// count then reaches `used` (read before the CAS, while the chain keeps
+/// the slab alive: a guess the emptied stack's reader checks; see the
+/// module docs). Returns what the caller must do next.
 ///
 /// # Safety
 /// The objects are objects of `s` the slab counts as in use, freed by a
 /// thread that does not own the slab, and nobody uses them; `n` counts
 /// them.
 #[inline]
-pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -> bool {
+pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -> Pushed {
     debug_assert!(first as usize & !TF_PTR_MASK == 0);
     // SAFETY: the chain is ours (contract); after the CAS it belongs to
     // the list, which only the owner takes.
@@ -509,11 +694,52 @@ pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -
         loop {
             // The list holds distinct objects of the slab: its count stays
             // within the capacity, far below 2^16.
-            let count = (tf_count(old) + n) as usize;
+            let count = tf_count(old) + n;
+            // A flag to keep or act on (the first remote free of a full
+            // slab, a slab already queued), or every object free after
+            // this push? Rare: out of line, so the common push pays a load
+            // and two tests.
+            if old & TF_FLAGS != 0 || count as u16 == used(s) {
+                return push_remote_flagged(s, first, last, n);
+            }
             FreeObject::at(last).set_next(tf_list(old));
-            let new = first as usize | count << TF_COUNT_SHIFT;
+            let new = first as usize | (count as usize) << TF_COUNT_SHIFT;
             match tf.compare_exchange_weak(old, new, Release, Relaxed) {
-                Ok(_) => return old & FULL_NOTIFY != 0,
+                Ok(_) => return Pushed::NONE,
+                Err(o) => old = o,
+            }
+        }
+    }
+}
+
+/// [`push_remote`] when the remote list carries a flag or the push looks
+/// like leaving every object of the slab free: the same loop, keeping
+/// QUEUED, taking FULL_NOTIFY's notice, and setting QUEUED when every
+/// object is free and nobody was told.
+///
+/// # Safety
+/// As [`push_remote`].
+#[cold]
+#[inline(never)]
+unsafe fn push_remote_flagged(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -> Pushed {
+    // SAFETY: as in `push_remote`.
+    unsafe {
+        let tf = &(*s).thread_free;
+        let mut old = tf.load(Relaxed);
+        loop {
+            let count = tf_count(old) + n;
+            let notice = if count as u16 == used(s) && old & TF_FLAGS == 0 {
+                QUEUED
+            } else {
+                old & FULL_NOTIFY
+            };
+            FreeObject::at(last).set_next(tf_list(old));
+            let new = first as usize
+                | (count as usize) << TF_COUNT_SHIFT
+                | (old & QUEUED)
+                | (notice & QUEUED);
+            match tf.compare_exchange_weak(old, new, Release, Relaxed) {
+                Ok(_) => return Pushed(notice),
                 Err(o) => old = o,
             }
         }
@@ -527,16 +753,20 @@ pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -
 /// `s` is owned by the calling heap, is on no list, and its `free` list
 /// and untouched tail are empty.
 pub unsafe fn mark_full(s: *mut Slab) -> bool {
-    // SAFETY: owner-only fields; thread_free by CAS.
+    // SAFETY: owner-only fields; thread_free by CAS. QUEUED may be set (a
+    // slab refilled from while on the emptied stack) and stays; only the
+    // stack's reader clears it, under the lists the caller holds.
     unsafe {
-        if (*s)
-            .thread_free
-            .compare_exchange(0, FULL_NOTIFY, Release, Relaxed)
-            .is_err()
+        let tf = &(*s).thread_free;
+        let old = tf.load(Relaxed);
+        if old & !QUEUED != 0
+            || tf
+                .compare_exchange(old, old | FULL_NOTIFY, Release, Relaxed)
+                .is_err()
         {
             return false;
         }
-        (*s).flags |= IN_FULL;
+        set_in_full(s, true);
         true
     }
 }
@@ -549,16 +779,19 @@ pub unsafe fn mark_full(s: *mut Slab) -> bool {
 /// # Safety
 /// `s` is owned by the calling heap and marked IN_FULL.
 pub unsafe fn unmark_full(s: *mut Slab) -> bool {
-    // SAFETY: owner-only fields; thread_free by CAS.
+    // SAFETY: owner-only fields; thread_free by CAS (QUEUED kept, as in
+    // `mark_full`).
     unsafe {
-        if (*s)
-            .thread_free
-            .compare_exchange(FULL_NOTIFY, 0, Acquire, Relaxed)
-            .is_err()
+        let tf = &(*s).thread_free;
+        let old = tf.load(Relaxed);
+        if old & !QUEUED != FULL_NOTIFY
+            || tf
+                .compare_exchange(old, old & QUEUED, Acquire, Relaxed)
+                .is_err()
         {
             return false;
         }
-        (*s).flags &= !IN_FULL;
+        set_in_full(s, false);
         true
     }
 }
