@@ -15,6 +15,7 @@ use super::classes::{self, NR_CLASSES, SLAB_ORDER};
 use super::heap::{empty_slab, Heap, Owned, HEAP_LOST, PARK_HIGH_MAX};
 use super::heaps::HeapRegistry;
 use super::object::FreeObject;
+use super::remote_list;
 use super::slab::{self, Slab};
 
 impl Owned<'_> {
@@ -73,7 +74,7 @@ impl Owned<'_> {
                     assert_eq!((*s).owner.load(Relaxed), me, "partial slab of another heap");
                     assert!(!slab::in_full(s), "a full slab on the partial list");
                     assert!(
-                        slab::used(s) > 0 || slab::is_queued(s),
+                        slab::used(s) > 0 || remote_list::is_queued(s),
                         "an empty slab on the partial list, not queued"
                     );
                     s = (*s).next;
@@ -98,7 +99,10 @@ impl Owned<'_> {
             // SAFETY: under the parking lock the slab is stable.
             unsafe {
                 assert_eq!(slab::used(e), 0, "a parked slab with live objects");
-                assert!(!slab::is_queued(e), "a parked slab on the emptied stack");
+                assert!(
+                    !remote_list::is_queued(e),
+                    "a parked slab on the emptied stack"
+                );
                 assert_eq!(
                     (*e).order as u32,
                     SLAB_ORDER,
@@ -135,8 +139,11 @@ impl Owned<'_> {
                     me,
                     "an emptied slab of another heap"
                 );
-                assert!(slab::is_queued(s), "a slab on the emptied stack not QUEUED");
-                s = *slab::emptied_link(s);
+                assert!(
+                    remote_list::is_queued(s),
+                    "a slab on the emptied stack not QUEUED"
+                );
+                s = *remote_list::emptied_link(s);
             }
         }
         n

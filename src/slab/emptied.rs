@@ -15,12 +15,12 @@
 //! count, so it takes the slow path ([`Owned::slab_given_back`]); a remote
 //! free whose push leaves `used` objects on the remote list sets QUEUED in
 //! the same CAS and puts the slab on its owner's *emptied* stack
-//! (`slab::push_remote`, `Heap::notify_emptied`) — mimalloc's delayed free
-//! for full pages, done also for emptied ones. The remote freer reads
-//! `used` before its CAS (after it, the slab could be given back under
-//! it), so the two sides can both miss when the owner's last own free and
-//! another thread's last push cross (the store of one and the load of the
-//! other in flight together): the sweep below finds those.
+//! (`remote_list::push_remote`, `Heap::notify_emptied`) — mimalloc's
+//! delayed free for full pages, done also for emptied ones. The remote
+//! freer reads `used` before its CAS (after it, the slab could be given
+//! back under it) and the owner reads the remote list before it stores
+//! `used`, so the two sides can both miss when the owner's last own free
+//! and another thread's last push cross: the sweep below finds those.
 //!
 //! **Who gives it back.** The owner takes the emptied stack on its next
 //! slow path, of any class ([`Owned::take_emptied`]): each slab whose every
@@ -62,6 +62,7 @@ use crate::page_alloc::Pages;
 use super::classes::NR_CLASSES;
 use super::heap::{empty_slab, Heap, ListsGuard, Owned};
 use super::large_bins::FORK_GATE;
+use super::remote_list;
 use super::slab::{self, Slab};
 
 /// Ticks between sweeps of a heap's lists for slabs whose every object is
@@ -78,14 +79,14 @@ impl Owned<'_> {
         }
         let mut s = self.heap.emptied.swap(ptr::null_mut(), Acquire);
         // SAFETY: the stack holds QUEUED slabs of this heap, which nobody
-        // gave back (see `slab.rs`); taken off it, they are ours to look at
+        // gave back (see `remote_list.rs`); taken off it, they are ours to look at
         // under the lists.
         unsafe {
             while !s.is_null() {
-                let next = *slab::emptied_link(s);
-                slab::clear_queued(s);
+                let next = *remote_list::emptied_link(s);
+                remote_list::clear_queued(s);
                 // A full slab comes back through the delayed stack.
-                if !slab::in_full(s) && slab::all_free(s) {
+                if !slab::in_full(s) && remote_list::all_free(s) {
                     self.release_all_free(g, s, pages);
                 }
                 s = next;
@@ -101,13 +102,14 @@ impl Owned<'_> {
         unsafe {
             for class in 0..NR_CLASSES {
                 let cur = g.lists().current[class];
-                if cur != empty_slab() && !slab::is_queued(cur) && slab::all_free(cur) {
+                if cur != empty_slab() && !remote_list::is_queued(cur) && remote_list::all_free(cur)
+                {
                     self.release_all_free(g, cur, pages);
                 }
                 let mut s = g.lists().partial[class].first();
                 while !s.is_null() {
                     let next = (*s).next;
-                    if !slab::is_queued(s) && slab::all_free(s) {
+                    if !remote_list::is_queued(s) && remote_list::all_free(s) {
                         self.release_all_free(g, s, pages);
                     }
                     s = next;
@@ -125,7 +127,7 @@ impl Owned<'_> {
     unsafe fn release_all_free(&mut self, g: &mut ListsGuard<'_>, s: *mut Slab, pages: &Pages<'_>) {
         // SAFETY: forwarded contract.
         unsafe {
-            self.note_collected(s, slab::collect_thread_free(s));
+            self.note_collected(s, remote_list::collect_thread_free(s));
             debug_assert_eq!(slab::used(s), 0);
             unlink(g, s);
             self.park_or_retire(s, pages);
@@ -175,9 +177,9 @@ impl Heap {
         unsafe {
             let mut s = self.emptied.swap(ptr::null_mut(), Acquire);
             while !s.is_null() {
-                let next = *slab::emptied_link(s);
-                slab::clear_queued(s);
-                if !slab::in_full(s) && slab::all_free(s) {
+                let next = *remote_list::emptied_link(s);
+                remote_list::clear_queued(s);
+                if !slab::in_full(s) && remote_list::all_free(s) {
                     unlink(&mut g, s);
                     n += self.retire_remote(s, pages);
                 }
@@ -188,7 +190,7 @@ impl Heap {
                 let next = (*s).next;
                 (*s).next = ptr::null_mut();
                 slab::set_in_full(s, false);
-                if slab::all_free(s) && !slab::is_queued(s) {
+                if remote_list::all_free(s) && !remote_list::is_queued(s) {
                     n += self.retire_remote(s, pages);
                 } else {
                     g.lists().partial[usize::from((*s).class)].push_front(s);
@@ -198,14 +200,17 @@ impl Heap {
             if sweep {
                 for class in 0..NR_CLASSES {
                     let cur = g.lists().current[class];
-                    if cur != empty_slab() && !slab::is_queued(cur) && slab::all_free(cur) {
+                    if cur != empty_slab()
+                        && !remote_list::is_queued(cur)
+                        && remote_list::all_free(cur)
+                    {
                         unlink(&mut g, cur);
                         n += self.retire_remote(cur, pages);
                     }
                     let mut s = g.lists().partial[class].first();
                     while !s.is_null() {
                         let next = (*s).next;
-                        if !slab::is_queued(s) && slab::all_free(s) {
+                        if !remote_list::is_queued(s) && remote_list::all_free(s) {
                             unlink(&mut g, s);
                             n += self.retire_remote(s, pages);
                         }

@@ -1,7 +1,7 @@
 //! Thread heaps: per size class a bin of free objects (the thread cache,
 //! `bin.rs`), the current slab bins are refilled from and a list of
-//! partial slabs; plus the delayed-free stack (see `slab.rs`), the parked
-//! empty slabs.
+//! partial slabs; plus the delayed and emptied stacks (see
+//! `remote_list.rs`), the parked empty slabs.
 //!
 //! A heap is a value over a page allocator it is handed
 //! ([`Pages`](crate::page_alloc::Pages)) on every call that may need
@@ -54,7 +54,7 @@
 //! `used` counts the slab's live objects plus those on bins, on chains
 //! and waiting on `thread_free`; the parked slabs add up to at most
 //! `park_high` ≤ PARK_HIGH_MAX; a slab on the emptied stack has QUEUED set
-//! and is not parked (see `slab.rs`).
+//! and is not parked (see `remote_list.rs`).
 
 use core::cell::UnsafeCell;
 use core::ptr::{self, addr_of};
@@ -72,7 +72,8 @@ use super::lifetime::Lifetimes;
 use super::object::FreeObject;
 use super::parked::Parked;
 use super::remote::RemoteBatch;
-use super::slab::{self, Pushed, Slab};
+use super::remote_list::{self, Pushed};
+use super::slab::{self, Slab};
 
 /// Bytes of empty slabs a heap may always keep parked (`park_high`'s
 /// floor; see `park_high.rs`).
@@ -140,7 +141,7 @@ pub struct Heap {
     /// Slabs that had a remote free while full (stack through `next`).
     pub delayed: AtomicPtr<Slab>,
     /// Slabs a remote free left with every object free (stack through
-    /// `slab::emptied_link`; each QUEUED).
+    /// `remote_list::emptied_link`; each QUEUED).
     pub emptied: AtomicPtr<Slab>,
     /// Guards `lists`: the owner's slow paths, or another thread giving
     /// back emptied slabs while the owner is out of them.
@@ -290,7 +291,7 @@ impl Heap {
     unsafe fn free_remote_alone(p: *mut u8, s: *mut Slab) {
         // SAFETY: forwarded contract.
         unsafe {
-            let pushed = slab::push_remote(s, p, p, 1);
+            let pushed = remote_list::push_remote(s, p, p, 1);
             if pushed != Pushed::NONE {
                 Heap::notify_owner(s, pushed);
             }
@@ -418,7 +419,8 @@ impl Heap {
     /// stack, a slab whose every object is now free on its emptied stack.
     ///
     /// # Safety
-    /// `pushed` is what this thread's `slab::push_remote` on `s` returned.
+    /// `pushed` is what this thread's `remote_list::push_remote` on `s`
+    /// returned.
     #[cold]
     #[inline(never)]
     pub unsafe fn notify_owner(s: *mut Slab, pushed: Pushed) {
@@ -465,7 +467,7 @@ impl Heap {
         unsafe {
             let owner = (*s).owner.load(Acquire).cast::<Heap>();
             let stack = &(*owner).emptied;
-            let link = slab::emptied_link(s);
+            let link = remote_list::emptied_link(s);
             let mut head = stack.load(Relaxed);
             loop {
                 *link = head;

@@ -195,7 +195,7 @@ impl HeapRegistry {
     /// The tick's share of slabs whose every object is free
     /// (`emptied.rs`): every live heap whose owner took no allocation slow
     /// path since the tick before last gives back those on its stacks, and
-    /// every [`SWEEP_TICKS`] ticks those on its lists (an owner that keeps
+    /// every `SWEEP_TICKS` ticks those on its lists (an owner that keeps
     /// taking slow paths does it itself). `epoch` is the tick's. Returns
     /// how many slabs went back.
     pub fn collect_idle_emptied(&self, epoch: u32, pages: &Pages<'_>) -> usize {

@@ -26,6 +26,8 @@
 //! - `parked.rs`: a heap's emptied slabs kept for reuse;
 //! - `remote.rs`: other heaps' objects a thread freed, sent back in
 //!   batches;
+//! - `remote_list.rs`: a slab's remote list (its `thread_free` word and
+//!   the flags the owner learns from);
 //! - `heaps.rs`: every heap of an allocator, and the abandoned ones;
 //! - `large_bins.rs`: a heap's freed large blocks of up to 256 KiB, kept
 //!   for its thread in front of the pageset (the thread cache of the
@@ -55,6 +57,7 @@ mod park_high;
 pub mod parked;
 mod refill;
 pub mod remote;
+pub mod remote_list;
 #[allow(clippy::module_inception)]
 pub mod slab;
 

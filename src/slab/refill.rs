@@ -23,6 +23,7 @@ use crate::sync::bump;
 use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
 use super::heap::{empty_slab, Heap, ListsGuard, Owned};
 use super::object::FreeObject;
+use super::remote_list;
 use super::slab::{self, Slab};
 
 impl Owned<'_> {
@@ -84,12 +85,12 @@ impl Owned<'_> {
                     // ones from the untouched tail.
                     let mut fresh = false;
                     if (*cur).free.is_null() {
-                        let n = slab::collect_thread_free(cur);
+                        let n = remote_list::collect_thread_free(cur);
                         self.note_collected(cur, n);
                         if n == 0 {
                             fresh = slab::extend(cur);
                             if !fresh {
-                                if !slab::mark_full(cur) {
+                                if !remote_list::mark_full(cur) {
                                     continue; // remote frees arrived meanwhile
                                 }
                                 g.lists().current[class] = empty_slab();
@@ -268,8 +269,8 @@ impl Owned<'_> {
             if slab::in_full(s) {
                 // Back from full, unless a remote free already queued it on
                 // the delayed stack (then it comes back from there).
-                if slab::unmark_full(s) {
-                    if slab::used(s) == 0 && !slab::is_queued(s) {
+                if remote_list::unmark_full(s) {
+                    if slab::used(s) == 0 && !remote_list::is_queued(s) {
                         self.park_or_retire(s, pages);
                     } else {
                         g.lists().partial[class].push_front(s);
@@ -281,8 +282,8 @@ impl Owned<'_> {
                 return;
             }
             // Every object free: those on the remote list join the own.
-            self.note_collected(s, slab::collect_thread_free(s));
-            if slab::used(s) == 0 && !slab::is_queued(s) {
+            self.note_collected(s, remote_list::collect_thread_free(s));
+            if slab::used(s) == 0 && !remote_list::is_queued(s) {
                 g.lists().partial[class].remove(s);
                 self.park_or_retire(s, pages);
             }
@@ -303,8 +304,8 @@ impl Owned<'_> {
                 let next = (*s).next;
                 (*s).next = ptr::null_mut();
                 slab::set_in_full(s, false);
-                self.note_collected(s, slab::collect_thread_free(s));
-                if slab::used(s) == 0 && !slab::is_queued(s) {
+                self.note_collected(s, remote_list::collect_thread_free(s));
+                if slab::used(s) == 0 && !remote_list::is_queued(s) {
                     self.park_or_retire(s, pages);
                 } else {
                     g.lists().partial[(*s).class as usize].push_front(s);
@@ -336,8 +337,8 @@ impl Owned<'_> {
             for class in 0..NR_CLASSES {
                 let cur = g.lists().current[class];
                 if cur != empty_slab() {
-                    self.note_collected(cur, slab::collect_thread_free(cur));
-                    if slab::used(cur) == 0 && !slab::is_queued(cur) {
+                    self.note_collected(cur, remote_list::collect_thread_free(cur));
+                    if slab::used(cur) == 0 && !remote_list::is_queued(cur) {
                         g.lists().current[class] = empty_slab();
                         self.retire(cur, pages);
                     }
@@ -345,8 +346,8 @@ impl Owned<'_> {
                 let mut s = g.lists().partial[class].first();
                 while !s.is_null() {
                     let next = (*s).next;
-                    self.note_collected(s, slab::collect_thread_free(s));
-                    if slab::used(s) == 0 && !slab::is_queued(s) {
+                    self.note_collected(s, remote_list::collect_thread_free(s));
+                    if slab::used(s) == 0 && !remote_list::is_queued(s) {
                         g.lists().partial[class].remove(s);
                         self.retire(s, pages);
                     }

@@ -24,7 +24,7 @@
 //! allocation clears the key, so a keyed block not on the owner's lists is
 //! one of those (see `free.rs`). A chain whose push leaves its slab with
 //! every object free puts the slab on its owner's emptied stack
-//! (`slab::push_remote`, `emptied.rs`).
+//! (`remote_list::push_remote`, `emptied.rs`).
 //!
 //! Owner-only: the slots live in the heap's `Local` and only the heap's
 //! thread touches them. A thread without a heap (the empty heap) frees
@@ -36,7 +36,8 @@ use crate::geometry::PAGE_DESC_SIZE;
 
 use super::classes::SLAB_PAGES;
 use super::object::FreeObject;
-use super::slab::{self, Pushed, Slab};
+use super::remote_list::{self, Pushed};
+use super::slab::{self, Slab};
 
 /// Chains a heap keeps at once (a power of two).
 pub const REMOTE_SLOTS: usize = 8;
@@ -227,7 +228,7 @@ impl RemoteBatch {
         // counted in its `used` (invariant); after the CAS they are the
         // slab's.
         unsafe {
-            let pushed = slab::push_remote(c.slab, c.head, c.tail, c.count);
+            let pushed = remote_list::push_remote(c.slab, c.head, c.tail, c.count);
             if pushed != Pushed::NONE {
                 notify(c.slab, pushed);
             }
