@@ -8,7 +8,8 @@
 //! (`decay_pcp_high`), drains pagesets that stayed idle for a few ticks,
 //! clears ZONE_BELOW_HIGH once the zone is above its high watermark again,
 //! takes back the slabs thread heaps parked and the large bins of threads
-//! that stopped using them, sweeps abandoned thread heaps,
+//! that stopped using them, sweeps abandoned thread heaps, gives back the
+//! slabs of idle threads whose every object is free,
 //! unmaps cached huge blocks that stayed idle, gives free memory that
 //! stayed idle for a tick back to the OS, and takes whole free blocks that
 //! stayed given back for two more offline; and, as khugepaged, collapses
@@ -60,6 +61,7 @@ pub fn tick(
     heaps.release_parked_everywhere(&home);
     heaps.drain_idle_large_bins(zone.epoch(), &home);
     heaps.collect_abandoned(&home);
+    heaps.collect_idle_emptied(zone.epoch(), &home);
     let unmapped = huge.tick(&zone.budget, zone.epoch());
     if work.release_memory {
         if work.collapse {

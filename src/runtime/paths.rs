@@ -488,9 +488,10 @@ pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
 }
 
 /// Gives back everything cached: the calling thread's empty slabs and
-/// cached blocks, the abandoned heaps' empty slabs, every thread's large
-/// bins, every pageset, and all free memory to the OS. Returns the bytes
-/// released to the OS.
+/// cached blocks, the abandoned heaps' empty slabs, every other thread's
+/// slabs whose every object is free (`slab/emptied.rs`), every thread's
+/// large bins, every pageset, and all free memory to the OS. Returns the
+/// bytes released to the OS.
 pub fn trim() -> usize {
     if !process::is_ready() {
         return 0;
@@ -505,6 +506,7 @@ pub fn trim() -> usize {
     }
     let everywhere = PAGES.through(core::ptr::null(), false);
     HEAPS.collect_abandoned(&everywhere);
+    HEAPS.collect_emptied_everywhere(h, &everywhere);
     HEAPS.drain_all_large_bins(&everywhere);
     HUGE.trim(&PAGES.zone.budget);
     PAGES.drain_all();

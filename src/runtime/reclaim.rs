@@ -160,6 +160,7 @@ pub fn reclaim(h: *mut Heap, stage: Stage) {
             let everywhere = PAGES.through(core::ptr::null(), false);
             let slabs = collect_own(h)
                 + HEAPS.collect_abandoned(&everywhere)
+                + HEAPS.collect_emptied_everywhere(h, &everywhere)
                 + HEAPS.release_parked_everywhere(&everywhere);
             c.slabs.fetch_add(slabs as u64, Relaxed);
             HEAPS.drain_all_large_bins(&everywhere);

@@ -15,15 +15,18 @@ use super::classes::{self, NR_CLASSES, SLAB_ORDER};
 use super::heap::{empty_slab, Heap, Owned, HEAP_LOST, PARK_HIGH_MAX};
 use super::heaps::HeapRegistry;
 use super::object::FreeObject;
-use super::slab::{self, Slab, IN_FULL};
+use super::remote_list;
+use super::slab::{self, Slab};
 
 impl Owned<'_> {
     /// Checks the owner-side invariants (bins hold objects of live slabs of
-    /// their class or larger, slabs on the right lists, parked bytes within
-    /// `park_high`). Returns the objects on the bins and on the chains of
-    /// remote frees waiting to go to their slabs: free objects that their
-    /// slabs count as used. Only while no other thread uses the heap.
-    pub fn check(&mut self) -> usize {
+    /// their class or larger, slabs on the right lists, the delayed and
+    /// emptied stacks, parked bytes within `park_high`). Returns the
+    /// objects on the bins and on the chains of remote frees waiting to go
+    /// to their slabs (free objects that their slabs count as used), and
+    /// the slabs on the emptied stack. Only while no other thread uses the
+    /// heap.
+    pub fn check(&mut self) -> Checked {
         let me = self.owner_tag();
         let mut binned = 0;
         let bins = &self.local.bins;
@@ -53,29 +56,53 @@ impl Owned<'_> {
             assert_eq!(n, bins.count(class), "bin count");
             binned += n as usize;
         }
-        // SAFETY: the slabs on our lists are ours; quiescent.
+        // SAFETY: the slabs on our lists are ours; quiescent, so the lists
+        // are read without their lock (a lost heap's may be held by a
+        // thread that did not survive a fork).
         unsafe {
+            let lists = &*self.heap.lists.get();
             for class in 0..NR_CLASSES {
-                let cur = self.local.current[class];
+                let cur = lists.current[class];
                 if cur != empty_slab() {
                     assert_eq!((*cur).owner.load(Relaxed), me);
                     assert_eq!((*cur).class as usize, class);
+                    assert!(!slab::in_full(cur), "a full current slab");
                 }
-                self.local.partial[class].check();
-                let mut s = self.local.partial[class].first();
+                lists.partial[class].check();
+                let mut s = lists.partial[class].first();
                 while !s.is_null() {
                     assert_eq!((*s).owner.load(Relaxed), me, "partial slab of another heap");
-                    assert!((*s).flags & IN_FULL == 0);
-                    assert!((*s).used > 0, "an empty slab on the partial list");
+                    assert!(!slab::in_full(s), "a full slab on the partial list");
+                    assert!(
+                        slab::used(s) > 0 || remote_list::is_queued(s),
+                        "an empty slab on the partial list, not queued"
+                    );
                     s = (*s).next;
                 }
             }
+            // The stacks other threads push to: full slabs of this heap
+            // that got a remote free, and slabs a remote free emptied.
+            let mut s = self.heap.delayed.load(Relaxed);
+            while !s.is_null() {
+                assert_eq!(
+                    (*s).owner.load(Relaxed),
+                    me,
+                    "a delayed slab of another heap"
+                );
+                assert!(slab::in_full(s), "a delayed slab not marked full");
+                s = (*s).next;
+            }
         }
+        let queued = self.check_emptied();
         let mut parked = 0;
         self.heap.parked.for_each(|e| {
             // SAFETY: under the parking lock the slab is stable.
             unsafe {
-                assert_eq!((*e).used, 0, "a parked slab with live objects");
+                assert_eq!(slab::used(e), 0, "a parked slab with live objects");
+                assert!(
+                    !remote_list::is_queued(e),
+                    "a parked slab on the emptied stack"
+                );
                 assert_eq!(
                     (*e).order as u32,
                     SLAB_ORDER,
@@ -88,8 +115,49 @@ impl Owned<'_> {
         assert_eq!(parked, self.heap.parked.bytes(), "parked bytes miscounted");
         assert!(parked <= self.local.park_high);
         assert!(self.local.park_high <= PARK_HIGH_MAX);
-        binned + self.local.remote.check()
+        Checked {
+            free_held: binned + self.local.remote.check(),
+            queued,
+        }
     }
+
+    /// Checks the emptied stack: live, QUEUED slabs of this heap, none
+    /// twice (the walk is bounded by the heap's slabs). Returns how many.
+    fn check_emptied(&self) -> usize {
+        let me = self.owner_tag();
+        let made = self.heap.slabs_created.load(Relaxed) as usize;
+        let mut n = 0;
+        let mut s = self.heap.emptied.load(Relaxed);
+        while !s.is_null() {
+            n += 1;
+            assert!(n <= made, "the emptied stack runs on (a slab on it twice?)");
+            // SAFETY: the stack holds QUEUED slabs, which stay live.
+            unsafe {
+                assert_eq!((*s).kind.load(Relaxed), PageKind::Slab as u8);
+                assert_eq!(
+                    (*s).owner.load(Relaxed),
+                    me,
+                    "an emptied slab of another heap"
+                );
+                assert!(
+                    remote_list::is_queued(s),
+                    "a slab on the emptied stack not QUEUED"
+                );
+                s = *remote_list::emptied_link(s);
+            }
+        }
+        n
+    }
+}
+
+/// What [`Owned::check`] counts.
+#[derive(Clone, Copy, Debug)]
+pub struct Checked {
+    /// Free objects their slabs count as used: on the bins, and on the
+    /// chains of remote frees waiting to go to their slabs.
+    pub free_held: usize,
+    /// Slabs on the emptied stack.
+    pub queued: usize,
 }
 
 /// Checks every slab of `zone`: its descriptor fields, the equation
@@ -114,7 +182,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
             h.large_bins.check();
         }
     });
-    let (mut slabs, mut live) = (0, 0);
+    let (mut slabs, mut live, mut queued) = (0, 0, 0);
     zone.for_each_used_block(|d| {
         // SAFETY: d heads a used block; the allocator is quiescent.
         unsafe {
@@ -170,6 +238,9 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
             );
             assert!((*s).used as usize >= tf_len);
             live += (*s).used as usize - tf_len;
+            if tf & slab::QUEUED != 0 {
+                queued += 1;
+            }
             let base = Slab::base(s);
             for i in 1..(1usize << (*s).order) {
                 let t = desc_of(base + i * PAGE_SIZE);
@@ -184,11 +255,17 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
             }
         }
     });
-    let mut binned = 0;
+    let (mut binned, mut on_stacks) = (0, 0);
     heaps.for_each(|h| {
         // SAFETY: quiescent: no thread uses any heap while this runs.
-        binned += unsafe { h.owned().check() };
+        let c = unsafe { h.owned().check() };
+        binned += c.free_held;
+        on_stacks += c.queued;
     });
+    assert_eq!(
+        queued, on_stacks,
+        "QUEUED slabs and slabs on the emptied stacks differ"
+    );
     assert!(
         binned <= live,
         "more objects on bins than slabs count in use"

@@ -234,14 +234,24 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
 }
 
 /// Whether `p` is on one of the lists of free objects of slab `s`, whose
-/// owner is `h` (the calling thread's heap).
+/// owner is `h` (the calling thread's heap). Under the heap's lists: a
+/// slab whose every object is free may otherwise be given back by another
+/// thread while it is walked (`emptied.rs`) — then `p` was free anyway.
 ///
 /// # Safety
-/// `h` owns `s`; `p` is an object of `s`.
+/// `h` is the calling thread's heap, and owned `s` when the caller looked;
+/// `p` is an object of `s`.
 unsafe fn is_free_in(h: *const Heap, s: *mut Slab, p: *mut u8) -> bool {
-    // SAFETY: the owner's own lists (contract); remote frees only push at
-    // the head of the remote list, so walking it from its head is safe.
+    // SAFETY: the owner's own lists (contract), under its guard; remote
+    // frees only push at the head of the remote list, so walking it from
+    // its head is safe.
     unsafe {
+        let _lists = (*h).lock_lists();
+        if (*s).kind.load(Acquire) != crate::page::PageKind::Slab as u8
+            || (*s).owner.load(Relaxed) != h as *mut u8
+        {
+            return true;
+        }
         if (*Heap::bins(h)).contains((*s).class as usize, p) {
             return true;
         }

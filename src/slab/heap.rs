@@ -1,7 +1,7 @@
 //! Thread heaps: per size class a bin of free objects (the thread cache,
 //! `bin.rs`), the current slab bins are refilled from and a list of
-//! partial slabs; plus the delayed-free stack (see `slab.rs`), the parked
-//! empty slabs.
+//! partial slabs; plus the delayed and emptied stacks (see
+//! `remote_list.rs`), the parked empty slabs.
 //!
 //! A heap is a value over a page allocator it is handed
 //! ([`Pages`](crate::page_alloc::Pages)) on every call that may need
@@ -33,25 +33,36 @@
 //!   partial or full ──(no live object)──► parked, or back to the pages
 //! ```
 //!
-//! Ownership: the owner-only state ([`Local`]) is reached through an
-//! [`Owned`] handle, which only the owning thread (or whoever holds the
-//! heap off the abandoned list) makes; other threads touch only the
-//! atomics (the delayed stack, the counters) and the parked lists (under
-//! their lock).
+//! Ownership: the owner-only state ([`Local`]: the bins, the chains of
+//! remote frees, the tuning) is reached through an [`Owned`] handle, which
+//! only the owning thread (or whoever holds the heap off the abandoned
+//! list) makes. The slabs in use ([`Lists`]: current and partial slabs)
+//! are behind the heap's `slow` lock, a [`BiasedLock`]: the owner enters
+//! it on its slow paths with plain stores ([`Heap::lock_lists`]), and
+//! another thread may take it while the owner is out of them
+//! ([`Heap::try_lock_lists_remote`]) to give back slabs whose every object
+//! is free (`emptied.rs`). The owner's fast paths take no lock and touch
+//! no list: they pop and push bins, and the bin-full free writes a slab's
+//! `free` and `used` — of a slab with a live object, which no collector
+//! takes. Other threads touch only the atomics (the delayed and emptied
+//! stacks, the counters, the lock) and the parked lists (under their
+//! lock).
 //!
 //! Invariants: a slab of this heap that is not current and not IN_FULL is
-//! on `partial[class]` and has a free object, or parked and has none;
-//! `used` counts the slab's live objects plus those waiting on
-//! `thread_free`; the parked slabs add up to at most `park_high` ≤
-//! PARK_HIGH_MAX.
+//! on `partial[class]` and has a free object (or is QUEUED: on the emptied
+//! stack, possibly with every object free), or parked and has none;
+//! `used` counts the slab's live objects plus those on bins, on chains
+//! and waiting on `thread_free`; the parked slabs add up to at most
+//! `park_high` ≤ PARK_HIGH_MAX; a slab on the emptied stack has QUEUED set
+//! and is not parked (see `remote_list.rs`).
 
 use core::cell::UnsafeCell;
 use core::ptr::{self, addr_of};
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
 use crate::page::PageList;
 use crate::page_alloc::pcp::Pageset;
-use crate::sync::bump;
+use crate::sync::{bump, BiasedLock, Entry};
 use crate::trace::Buffer;
 
 use super::bin::{Bins, BIN_LIMIT};
@@ -61,6 +72,7 @@ use super::lifetime::Lifetimes;
 use super::object::FreeObject;
 use super::parked::Parked;
 use super::remote::RemoteBatch;
+use super::remote_list::{self, Pushed};
 use super::slab::{self, Slab};
 
 /// Bytes of empty slabs a heap may always keep parked (`park_high`'s
@@ -83,11 +95,6 @@ pub const HEAP_LOST: u8 = 3;
 pub struct Local {
     /// Free objects per class. Hot: first, at offset 0 of the heap.
     pub bins: Bins,
-    /// The slab of each class bins are refilled from (the empty slab when
-    /// none).
-    pub current: [*mut Slab; NR_CLASSES],
-    /// Partial slabs per class, excluding the current one.
-    pub(super) partial: [PageList<Slab>; NR_CLASSES],
     /// How many bytes of empty slabs may be parked: auto-tuned like a
     /// pageset's `high` (see `park_high.rs`).
     pub park_high: usize,
@@ -96,6 +103,9 @@ pub struct Local {
     pub park_missed: usize,
     /// The zone epoch (ticks run) this heap last acted on.
     pub(super) epoch_seen: u32,
+    /// The zone epoch of the owner's last sweep of its lists for slabs
+    /// whose every object is free (`emptied.rs`).
+    pub(super) swept_at: u32,
     /// The thread's pageset in thread mode, else null (this CPU's).
     pub pageset: *mut Pageset,
     /// The runtime's reclaim epoch this heap last collected for (see
@@ -109,14 +119,36 @@ pub struct Local {
     pub(super) lifetimes: Lifetimes,
 }
 
+/// A heap's slabs in use: what its owner's slow paths change, and
+/// another thread may too while the owner is out of them. Reached only
+/// through a [`ListsGuard`] (the heap's `slow` lock held).
+pub struct Lists {
+    /// The slab of each class bins are refilled from (the empty slab when
+    /// none).
+    pub current: [*mut Slab; NR_CLASSES],
+    /// Partial slabs per class, excluding the current one.
+    pub(super) partial: [PageList<Slab>; NR_CLASSES],
+}
+
 /// A thread heap. See the module docs.
 #[repr(C, align(64))]
 pub struct Heap {
-    /// Owner-only state; first, so the fast path reads `current` at a fixed
-    /// offset from the heap pointer.
+    /// Owner-only state; first, so the fast paths reach the bins at a
+    /// fixed offset from the heap pointer.
     pub(super) local: UnsafeCell<Local>,
+    /// The slabs in use, behind `slow`.
+    pub(super) lists: UnsafeCell<Lists>,
     /// Slabs that had a remote free while full (stack through `next`).
     pub delayed: AtomicPtr<Slab>,
+    /// Slabs a remote free left with every object free (stack through
+    /// `remote_list::emptied_link`; each QUEUED).
+    pub emptied: AtomicPtr<Slab>,
+    /// Guards `lists`: the owner's slow paths, or another thread giving
+    /// back emptied slabs while the owner is out of them.
+    pub(super) slow: BiasedLock,
+    /// The zone epoch the owner last saw on an allocation slow path (a
+    /// copy of `Local::epoch_seen` other threads read: is the owner idle?).
+    pub(super) slow_epoch: AtomicU32,
     /// Emptied slabs kept for reuse (see `parked.rs`).
     pub parked: Parked,
     /// HEAP_* state.
@@ -194,17 +226,23 @@ impl Heap {
         Heap {
             local: UnsafeCell::new(Local {
                 bins: Bins::new(limits),
-                current: [addr_of!(EMPTY_SLAB) as *mut Slab; NR_CLASSES],
-                partial: [const { PageList::new() }; NR_CLASSES],
                 park_high: PARK_HIGH_MIN,
                 park_missed: 0,
                 epoch_seen: 0,
+                swept_at: 0,
                 pageset: ptr::null_mut(),
                 reclaim_seen: 0,
                 remote: RemoteBatch::new(),
                 lifetimes: Lifetimes::new(),
             }),
+            lists: UnsafeCell::new(Lists {
+                current: [addr_of!(EMPTY_SLAB) as *mut Slab; NR_CLASSES],
+                partial: [const { PageList::new() }; NR_CLASSES],
+            }),
             delayed: AtomicPtr::new(ptr::null_mut()),
+            emptied: AtomicPtr::new(ptr::null_mut()),
+            slow: BiasedLock::new(),
+            slow_epoch: AtomicU32::new(0),
             parked: Parked::new(),
             state: AtomicU8::new(HEAP_EMPTY),
             next_all: AtomicPtr::new(ptr::null_mut()),
@@ -236,11 +274,26 @@ impl Heap {
         // heap's is never written.
         unsafe {
             if (*h).is_empty_heap() {
-                if slab::push_remote(s, p, p, 1) {
-                    Heap::notify_owner(s);
-                }
+                Heap::free_remote_alone(p, s);
             } else {
                 (*(*h).local.get()).remote.push(p, s, Heap::notify_owner);
+            }
+        }
+    }
+
+    /// A thread without a heap frees `p` of slab `s` straight onto the
+    /// slab's remote list.
+    ///
+    /// # Safety
+    /// As [`free_remote`](Self::free_remote).
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_remote_alone(p: *mut u8, s: *mut Slab) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            let pushed = remote_list::push_remote(s, p, p, 1);
+            if pushed != Pushed::NONE {
+                Heap::notify_owner(s, pushed);
             }
         }
     }
@@ -361,12 +414,31 @@ impl Heap {
         unsafe { (*self.local.get()).pageset }
     }
 
+    /// Tells the owner of slab `s` what a push on its remote list asks
+    /// (`pushed`): a full slab that got room goes on the owner's delayed
+    /// stack, a slab whose every object is now free on its emptied stack.
+    ///
+    /// # Safety
+    /// `pushed` is what this thread's `remote_list::push_remote` on `s`
+    /// returned.
+    #[cold]
+    #[inline(never)]
+    pub unsafe fn notify_owner(s: *mut Slab, pushed: Pushed) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            if pushed.full() {
+                Heap::notify_full(s);
+            } else if pushed.emptied() {
+                Heap::notify_emptied(s);
+            }
+        }
+    }
+
     /// Tells the owner of full slab `s` that a remote free gave it room.
     ///
     /// # Safety
     /// `s` is a slab whose FULL_NOTIFY this thread just cleared.
-    #[cold]
-    pub unsafe fn notify_owner(s: *mut Slab) {
+    unsafe fn notify_full(s: *mut Slab) {
         // SAFETY: heaps live forever; the slab stays IN_FULL (and so off
         // every list) until its owner pops it from the delayed stack.
         unsafe {
@@ -379,6 +451,88 @@ impl Heap {
                     Ok(_) => return,
                     Err(x) => head = x,
                 }
+            }
+        }
+    }
+
+    /// Puts slab `s`, whose every object a remote free just left free, on
+    /// its owner's emptied stack.
+    ///
+    /// # Safety
+    /// `s` is a slab whose QUEUED this thread just set (so nobody gives
+    /// it back before the stack's reader takes it off).
+    unsafe fn notify_emptied(s: *mut Slab) {
+        // SAFETY: heaps live forever; QUEUED keeps the slab alive and its
+        // link ours until the stack is taken.
+        unsafe {
+            let owner = (*s).owner.load(Acquire).cast::<Heap>();
+            let stack = &(*owner).emptied;
+            let link = remote_list::emptied_link(s);
+            let mut head = stack.load(Relaxed);
+            loop {
+                *link = head;
+                match stack.compare_exchange_weak(head, s, Release, Relaxed) {
+                    Ok(_) => return,
+                    Err(x) => head = x,
+                }
+            }
+        }
+    }
+
+    /// The owner enters its slow paths: the guard gives it the lists, and
+    /// keeps other threads out of them until dropped. Plain stores unless
+    /// another thread holds the lists (then it waits for it).
+    ///
+    /// # Safety
+    /// The calling thread owns the heap and holds no guard of it already.
+    #[inline]
+    pub(super) unsafe fn lock_lists(&self) -> ListsGuard<'_> {
+        ListsGuard {
+            heap: self,
+            entry: Some(self.slow.owner_enter()),
+        }
+    }
+
+    /// Another thread takes the lists, once the owner is out of its slow
+    /// paths (it waits for that); `None` when the owner cannot be kept out
+    /// (no membarrier). The owner's fast paths go on meanwhile: see the
+    /// module docs for what the holder may then touch.
+    pub(super) fn try_lock_lists_remote(&self) -> Option<ListsGuard<'_>> {
+        if !self.slow.try_remote_lock() {
+            return None;
+        }
+        Some(ListsGuard {
+            heap: self,
+            entry: None,
+        })
+    }
+}
+
+/// Proof that a heap's `slow` lock is held (by its owner, or by another
+/// thread), and the way to its [`Lists`]; released when dropped.
+pub struct ListsGuard<'a> {
+    heap: &'a Heap,
+    /// How the owner entered; `None` for another thread.
+    entry: Option<Entry>,
+}
+
+impl ListsGuard<'_> {
+    /// The lists.
+    #[inline]
+    pub fn lists(&mut self) -> &mut Lists {
+        // SAFETY: the guard holds the lock that guards them, and lends
+        // them out once at a time (borrowed mutably).
+        unsafe { &mut *self.heap.lists.get() }
+    }
+}
+
+impl Drop for ListsGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: paired with the enter that made the guard.
+        unsafe {
+            match self.entry {
+                Some(e) => self.heap.slow.owner_exit(e),
+                None => self.heap.slow.remote_unlock(),
             }
         }
     }

@@ -7,7 +7,8 @@
 //! changes while the slab lives, remote frees always reach a valid heap,
 //! and a program that churns threads reuses the same few heaps. The
 //! maintenance tick sweeps abandoned heaps too, so their emptied slabs go
-//! back.
+//! back; a live heap's slabs whose every object is free go back without
+//! its owner too (`emptied.rs`).
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
@@ -16,6 +17,7 @@ use crate::meta;
 use crate::page_alloc::Pages;
 use crate::sync::Locked;
 
+use super::emptied::SWEEP_TICKS;
 use super::heap::{Heap, EMPTY_HEAP, HEAP_ABANDONED, HEAP_ACTIVE, HEAP_LOST};
 
 /// The heaps of one allocator. See the module docs.
@@ -193,6 +195,39 @@ impl HeapRegistry {
             *a = done as usize;
         }
         slabs
+    }
+
+    /// The tick's share of slabs whose every object is free
+    /// (`emptied.rs`): every live heap whose owner took no allocation slow
+    /// path since the tick before last gives back those on its stacks, and
+    /// every `SWEEP_TICKS` ticks those on its lists (an owner that keeps
+    /// taking slow paths does it itself). `epoch` is the tick's. Returns
+    /// how many slabs went back.
+    pub fn collect_idle_emptied(&self, epoch: u32, pages: &Pages<'_>) -> usize {
+        let sweep = epoch.is_multiple_of(SWEEP_TICKS);
+        let mut n = 0;
+        self.for_each(|h| {
+            if h.state.load(Relaxed) == HEAP_ACTIVE
+                && epoch.wrapping_sub(h.slow_epoch.load(Relaxed)) >= 2
+            {
+                n += h.collect_emptied(sweep && h.holds_slabs(), pages);
+            }
+        });
+        n
+    }
+
+    /// A trim's or a reclaim's share: every live heap but `me` (the
+    /// caller's, which collects as owner) gives back every slab whose
+    /// every object is free, its owner busy or not. Returns how many
+    /// slabs went back.
+    pub fn collect_emptied_everywhere(&self, me: *const Heap, pages: &Pages<'_>) -> usize {
+        let mut n = 0;
+        self.for_each(|h| {
+            if !ptr::eq(h, me) && h.state.load(Relaxed) == HEAP_ACTIVE {
+                n += h.collect_emptied(h.holds_slabs(), pages);
+            }
+        });
+        n
     }
 
     /// Gives back the parked slabs of every heap whose parking lock is

@@ -72,11 +72,13 @@ const FREE_HIGH_CUT: usize = 64;
 /// for more, the threads that allocate what it frees do.
 const FREE_HIGH_KEEP: usize = BINS_HIGH_MIN / 4;
 
-/// Remote drains under way: so no remote side of a bins' lock is held
-/// across a fork (the child would find it held by a thread it does not
-/// have), fork's handlers close the gate and wait for the drains inside
-/// to finish (each holds one bins' lock and may wait for a pageset's or
-/// the zone's, which fork takes after this).
+/// Remote drains under way: so no remote side of a bins' lock — nor of a
+/// heap's `slow` lock, which a collection of emptied slabs takes
+/// (`emptied.rs`) — is held across a fork (the child would find it held by
+/// a thread it does not have), fork's handlers close the gate and wait for
+/// the work inside to finish (each holds one such lock and may wait for
+/// the heap's owner to leave its slow path, or for a pageset's or the
+/// zone's lock, which fork takes after this).
 pub static FORK_GATE: ForkGate = ForkGate::new();
 
 /// Counters of a heap's large bins, written under the bins' lock with a

@@ -13,6 +13,9 @@
 //!   emptied slabs given back;
 //! - `lifetime.rs`: which migratetype a class's new slabs take, learnt
 //!   from how its slabs come back (grouping by lifetime);
+//! - `emptied.rs`: slabs whose every object is free, given back without
+//!   waiting for their owner to refill the class (also when the owner is
+//!   idle: the tick, a trim, a reclaim);
 //! - `park_high.rs`: how many emptied slabs a heap keeps parked
 //!   (`park_high`, auto-tuned);
 //! - `check.rs`: the invariant checker ([`check_quiescent`]);
@@ -23,6 +26,8 @@
 //! - `parked.rs`: a heap's emptied slabs kept for reuse;
 //! - `remote.rs`: other heaps' objects a thread freed, sent back in
 //!   batches;
+//! - `remote_list.rs`: a slab's remote list (its `thread_free` word and
+//!   the flags the owner learns from);
 //! - `heaps.rs`: every heap of an allocator, and the abandoned ones;
 //! - `large_bins.rs`: a heap's freed large blocks of up to 256 KiB, kept
 //!   for its thread in front of the pageset (the thread cache of the
@@ -39,6 +44,7 @@
 pub mod bin;
 mod check;
 pub mod classes;
+mod emptied;
 pub mod free;
 pub mod heap;
 mod heap_blocks;
@@ -51,6 +57,7 @@ mod park_high;
 pub mod parked;
 mod refill;
 pub mod remote;
+pub mod remote_list;
 #[allow(clippy::module_inception)]
 pub mod slab;
 

@@ -22,7 +22,8 @@ use crate::geometry::PAGE_SIZE;
 use crate::page_alloc::Pages;
 use crate::sync::bump;
 
-use super::heap::{Heap, Owned, PARK_HIGH_MAX, PARK_HIGH_MIN};
+use super::emptied::SWEEP_TICKS;
+use super::heap::{Heap, ListsGuard, Owned, PARK_HIGH_MAX, PARK_HIGH_MIN};
 use super::lifetime::Lifetimes;
 use super::slab::{self, Slab};
 
@@ -71,11 +72,19 @@ impl Owned<'_> {
         }
     }
 
-    /// What the heap does once per tick, when its owner next takes the
-    /// slow path: the bins and the parked slabs go back, and `park_high`
-    /// loses 1/8, down to PARK_HIGH_MIN.
-    pub(super) fn on_tick(&mut self, pages: &Pages<'_>) {
-        self.flush_bins(pages);
+    /// What the heap does once per tick (`epoch`), when its owner next
+    /// takes the slow path: the bins and the parked slabs go back, slabs
+    /// that got remote frees while full come back from the delayed stack,
+    /// every [`SWEEP_TICKS`] ticks the lists are swept for slabs whose
+    /// every object is free (`emptied.rs`), and `park_high` loses 1/8,
+    /// down to PARK_HIGH_MIN.
+    pub(super) fn on_tick(&mut self, g: &mut ListsGuard<'_>, epoch: u32, pages: &Pages<'_>) {
+        self.flush_bins_in(g, pages);
+        self.process_delayed(g, pages);
+        if epoch.wrapping_sub(self.local.swept_at) >= SWEEP_TICKS {
+            self.local.swept_at = epoch;
+            self.sweep(g, pages);
+        }
         self.release_parked_owned(pages);
         let l = &mut *self.local;
         l.park_high = (l.park_high - l.park_high / 8).max(PARK_HIGH_MIN);

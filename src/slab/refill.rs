@@ -4,21 +4,27 @@
 //! full bin's objects back to their slabs (`flush`); taking back slabs
 //! that got remote frees while full (the delayed stack); and `collect`,
 //! which gives every empty slab back. An emptied slab goes to
-//! `park_or_retire` (`park_high.rs`).
+//! `park_or_retire` (`park_high.rs`); slabs a remote free left with every
+//! object free come back through the emptied stack (`emptied.rs`).
+//!
+//! Each public entry takes the heap's lists ([`Heap::lock_lists`]) for
+//! its whole run and hands the guard down; the helpers below take it as a
+//! parameter, so none can run without it and none takes it twice.
 
 use core::ptr;
 use core::sync::atomic::Ordering::*;
 
 use crate::geometry::PAGE_SIZE;
-use crate::page::MigrateType;
+use crate::page::{MigrateType, PageKind};
 use crate::page_alloc::Pages;
 use crate::section::{desc_of, pageblock_mt};
 use crate::sync::bump;
 
 use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
-use super::heap::{empty_slab, Heap, Owned};
+use super::heap::{empty_slab, Heap, ListsGuard, Owned};
 use super::object::FreeObject;
-use super::slab::{self, Slab, IN_FULL};
+use super::remote_list;
+use super::slab::{self, Slab};
 
 impl Owned<'_> {
     /// Hands the remote frees waiting in batches to their slabs.
@@ -47,12 +53,18 @@ impl Owned<'_> {
     /// and pops. Null when out of memory.
     pub fn alloc_slow(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
         self.flush_remote();
+        let heap = self.heap;
+        // SAFETY: this handle is the heap's owner, and takes no guard
+        // elsewhere.
+        let mut g = unsafe { heap.lock_lists() };
         let epoch = pages.zone().epoch();
         if epoch != self.local.epoch_seen {
             self.local.epoch_seen = epoch;
-            self.on_tick(pages);
+            heap.slow_epoch.store(epoch, Relaxed);
+            self.on_tick(&mut g, epoch, pages);
         }
-        if !self.refill(class, pages) {
+        self.take_emptied(&mut g, pages);
+        if !self.refill(&mut g, class, pages) {
             return ptr::null_mut();
         }
         // SAFETY: refill put objects of ours on the bin.
@@ -63,29 +75,29 @@ impl Owned<'_> {
     /// current slab — its own list, else its remote list, else a page of
     /// its untouched tail — moving to a partial slab, a parked one or a new
     /// one as each runs dry. False when out of memory.
-    fn refill(&mut self, class: usize, pages: &Pages<'_>) -> bool {
+    fn refill(&mut self, g: &mut ListsGuard<'_>, class: usize, pages: &Pages<'_>) -> bool {
         // SAFETY: every slab reached is owned by this heap.
         unsafe {
             loop {
-                let cur = self.local.current[class];
+                let cur = g.lists().current[class];
                 if cur != empty_slab() {
                     // Objects freed before (own or remote list), or fresh
                     // ones from the untouched tail.
                     let mut fresh = false;
                     if (*cur).free.is_null() {
-                        let n = slab::collect_thread_free(cur);
+                        let n = remote_list::collect_thread_free(cur);
                         self.note_collected(cur, n);
                         if n == 0 {
                             fresh = slab::extend(cur);
                             if !fresh {
-                                if !slab::mark_full(cur) {
+                                if !remote_list::mark_full(cur) {
                                     continue; // remote frees arrived meanwhile
                                 }
-                                self.local.current[class] = empty_slab();
+                                g.lists().current[class] = empty_slab();
                             }
                         }
                     }
-                    if self.local.current[class] == cur {
+                    if g.lists().current[class] == cur {
                         let (head, n) = slab::take_all(cur);
                         // The objects taken again: this slab's, unless
                         // fresh, and every one the bin had pushed since
@@ -105,10 +117,10 @@ impl Owned<'_> {
                         return true;
                     }
                 }
-                self.process_delayed(pages);
-                let next = self.local.partial[class].pop_front();
+                self.process_delayed(g, pages);
+                let next = g.lists().partial[class].pop_front();
                 if !next.is_null() {
-                    self.local.current[class] = next;
+                    g.lists().current[class] = next;
                     continue;
                 }
                 let order = SLAB_ORDER;
@@ -128,7 +140,7 @@ impl Owned<'_> {
                         if (*parked).class as usize != class {
                             slab::reinit(parked, class);
                         }
-                        self.local.current[class] = parked;
+                        g.lists().current[class] = parked;
                         continue;
                     }
                     self.retire(parked, pages);
@@ -144,7 +156,7 @@ impl Owned<'_> {
                 if mt == MigrateType::Reclaimable {
                     bump(&self.heap.slabs_short_lived, 1);
                 }
-                self.local.current[class] = s;
+                g.lists().current[class] = s;
             }
         }
     }
@@ -152,17 +164,31 @@ impl Owned<'_> {
     /// Gives the objects of the bin of `class` past its first `keep` back
     /// to their slabs.
     pub fn flush(&mut self, class: usize, keep: u32, pages: &Pages<'_>) {
+        let heap = self.heap;
+        // SAFETY: the owner, without a guard yet.
+        let mut g = unsafe { heap.lock_lists() };
+        self.flush_in(&mut g, class, keep, pages);
+    }
+
+    fn flush_in(&mut self, g: &mut ListsGuard<'_>, class: usize, keep: u32, pages: &Pages<'_>) {
         // SAFETY: the bin's list is well formed and ours.
         let (rest, n) = unsafe { self.local.bins.split_after(class, keep) };
         // SAFETY: the objects split off are free objects we now own.
-        unsafe { self.give_back_all(rest, n, pages) };
+        unsafe { self.give_back_all(g, rest, n, pages) };
     }
 
     /// Gives every bin back to the slabs.
     pub fn flush_bins(&mut self, pages: &Pages<'_>) {
+        let heap = self.heap;
+        // SAFETY: the owner, without a guard yet.
+        let mut g = unsafe { heap.lock_lists() };
+        self.flush_bins_in(&mut g, pages);
+    }
+
+    pub(super) fn flush_bins_in(&mut self, g: &mut ListsGuard<'_>, pages: &Pages<'_>) {
         for class in 0..NR_CLASSES {
             if self.local.bins.count(class) > 0 {
-                self.flush(class, 0, pages);
+                self.flush_in(g, class, 0, pages);
             }
         }
     }
@@ -176,7 +202,13 @@ impl Owned<'_> {
     /// # Safety
     /// The objects are free objects of this heap's slabs that the caller
     /// owns, each counted as in use by its slab.
-    unsafe fn give_back_all(&mut self, mut p: *mut u8, n: u32, pages: &Pages<'_>) {
+    unsafe fn give_back_all(
+        &mut self,
+        g: &mut ListsGuard<'_>,
+        mut p: *mut u8,
+        n: u32,
+        pages: &Pages<'_>,
+    ) {
         // SAFETY: each object is free and ours (contract); its page
         // descriptor names its live slab.
         unsafe {
@@ -186,7 +218,7 @@ impl Owned<'_> {
                 debug_assert_eq!((*s).owner.load(Relaxed), self.owner_tag());
                 bump(&self.heap.returned_objects[usize::from((*s).class)], 1);
                 if slab::give_back(s, p) {
-                    self.slab_given_back(s, pages);
+                    self.given_back(g, s, pages);
                 }
                 p = next;
             }
@@ -196,38 +228,71 @@ impl Owned<'_> {
         }
     }
 
-    /// Slab `s` of this heap just got an object back and became empty, or
-    /// was full: it comes back from full onto the partial list, and an
-    /// empty slab that is not current is parked or given back.
+    /// Slab `s` of this heap just got an object back from the free path
+    /// (`slab::give_back` said so): every object of it is free, or it was
+    /// full. It comes back from full onto the partial list, and a slab
+    /// with every object free that is not current is parked or given back.
+    ///
+    /// The free path runs without the heap's lists, so another thread may
+    /// have given `s` back meanwhile (every object free, the owner idle:
+    /// `emptied.rs`): a descriptor no longer a slab of this heap's is left
+    /// alone. (Not one this heap made again: only its owner makes slabs,
+    /// and it came here straight from the free.)
+    ///
+    /// # Safety
+    /// `s` was a slab of this heap when its free-path call returned, and
+    /// the caller is the heap's owner.
+    pub unsafe fn slab_given_back(&mut self, s: *mut Slab, pages: &Pages<'_>) {
+        let heap = self.heap;
+        // SAFETY: the owner, without a guard yet; descriptors stay
+        // readable, `kind` and `owner` are atomics.
+        unsafe {
+            let mut g = heap.lock_lists();
+            if (*s).kind.load(Acquire) != PageKind::Slab as u8
+                || (*s).owner.load(Relaxed) != self.owner_tag()
+            {
+                return;
+            }
+            self.given_back(&mut g, s, pages);
+        }
+    }
+
+    /// [`slab_given_back`](Self::slab_given_back) once `s` is known to be
+    /// this heap's.
     ///
     /// # Safety
     /// This heap owns `s`.
-    pub unsafe fn slab_given_back(&mut self, s: *mut Slab, pages: &Pages<'_>) {
-        // SAFETY: owner-only access to s.
+    unsafe fn given_back(&mut self, g: &mut ListsGuard<'_>, s: *mut Slab, pages: &Pages<'_>) {
+        // SAFETY: owner-only access to s, under the lists.
         unsafe {
             let class = (*s).class as usize;
-            if (*s).flags & IN_FULL != 0 {
+            if slab::in_full(s) {
                 // Back from full, unless a remote free already queued it on
                 // the delayed stack (then it comes back from there).
-                if slab::unmark_full(s) {
-                    if (*s).used == 0 {
+                if remote_list::unmark_full(s) {
+                    if slab::used(s) == 0 && !remote_list::is_queued(s) {
                         self.park_or_retire(s, pages);
                     } else {
-                        self.local.partial[class].push_front(s);
+                        g.lists().partial[class].push_front(s);
                     }
                 }
                 return;
             }
-            if (*s).used == 0 && self.local.current[class] != s {
-                self.local.partial[class].remove(s);
+            if g.lists().current[class] == s {
+                return;
+            }
+            // Every object free: those on the remote list join the own.
+            self.note_collected(s, remote_list::collect_thread_free(s));
+            if slab::used(s) == 0 && !remote_list::is_queued(s) {
+                g.lists().partial[class].remove(s);
                 self.park_or_retire(s, pages);
             }
         }
     }
 
     /// Moves slabs that got remote frees while full back to the partial
-    /// lists.
-    fn process_delayed(&mut self, pages: &Pages<'_>) {
+    /// lists (or, every object free, to `park_or_retire`).
+    pub(super) fn process_delayed(&mut self, g: &mut ListsGuard<'_>, pages: &Pages<'_>) {
         if self.heap.delayed.load(Relaxed).is_null() {
             return;
         }
@@ -238,12 +303,12 @@ impl Owned<'_> {
             while !s.is_null() {
                 let next = (*s).next;
                 (*s).next = ptr::null_mut();
-                (*s).flags &= !IN_FULL;
-                self.note_collected(s, slab::collect_thread_free(s));
-                if (*s).used == 0 {
+                slab::set_in_full(s, false);
+                self.note_collected(s, remote_list::collect_thread_free(s));
+                if slab::used(s) == 0 && !remote_list::is_queued(s) {
                     self.park_or_retire(s, pages);
                 } else {
-                    self.local.partial[(*s).class as usize].push_front(s);
+                    g.lists().partial[(*s).class as usize].push_front(s);
                 }
                 s = next;
             }
@@ -253,38 +318,43 @@ impl Owned<'_> {
     /// Collects remote frees on every slab and gives every empty slab
     /// back, the current ones included, and spills the large bins (thread
     /// exit, trim, reclaim, the sweep of abandoned heaps). Returns how
-    /// many slabs went back.
+    /// many slabs went back. (A slab a remote free queued meanwhile stays,
+    /// for the next look at the emptied stack.)
     pub fn collect(&mut self, pages: &Pages<'_>) -> usize {
         self.flush_remote();
-        let before = self.heap.slabs_retired.load(Relaxed);
-        self.flush_bins(pages);
+        let heap = self.heap;
+        // SAFETY: the owner, without a guard yet.
+        let mut g = unsafe { heap.lock_lists() };
+        let before = heap.slabs_retired.load(Relaxed);
+        self.flush_bins_in(&mut g, pages);
         // SAFETY: this handle is the heap's owner.
-        unsafe { self.heap.large_bins.drain(pages) };
-        self.process_delayed(pages);
+        unsafe { heap.large_bins.drain(pages) };
+        self.take_emptied(&mut g, pages);
+        self.process_delayed(&mut g, pages);
         self.release_parked_owned(pages);
         // SAFETY: every slab reached is owned by this heap.
         unsafe {
             for class in 0..NR_CLASSES {
-                let cur = self.local.current[class];
+                let cur = g.lists().current[class];
                 if cur != empty_slab() {
-                    self.note_collected(cur, slab::collect_thread_free(cur));
-                    if (*cur).used == 0 {
-                        self.local.current[class] = empty_slab();
+                    self.note_collected(cur, remote_list::collect_thread_free(cur));
+                    if slab::used(cur) == 0 && !remote_list::is_queued(cur) {
+                        g.lists().current[class] = empty_slab();
                         self.retire(cur, pages);
                     }
                 }
-                let mut s = self.local.partial[class].first();
+                let mut s = g.lists().partial[class].first();
                 while !s.is_null() {
                     let next = (*s).next;
-                    self.note_collected(s, slab::collect_thread_free(s));
-                    if (*s).used == 0 {
-                        self.local.partial[class].remove(s);
+                    self.note_collected(s, remote_list::collect_thread_free(s));
+                    if slab::used(s) == 0 && !remote_list::is_queued(s) {
+                        g.lists().partial[class].remove(s);
                         self.retire(s, pages);
                     }
                     s = next;
                 }
             }
         }
-        (self.heap.slabs_retired.load(Relaxed) - before) as usize
+        (heap.slabs_retired.load(Relaxed) - before) as usize
     }
 }

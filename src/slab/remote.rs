@@ -22,7 +22,9 @@
 //! reported as before — also when the owner frees a block still waiting on
 //! another thread's chain: the owner cannot walk that chain, but every
 //! allocation clears the key, so a keyed block not on the owner's lists is
-//! one of those (see `free.rs`).
+//! one of those (see `free.rs`). A chain whose push leaves its slab with
+//! every object free puts the slab on its owner's emptied stack
+//! (`remote_list::push_remote`, `emptied.rs`).
 //!
 //! Owner-only: the slots live in the heap's `Local` and only the heap's
 //! thread touches them. A thread without a heap (the empty heap) frees
@@ -34,6 +36,7 @@ use crate::geometry::PAGE_DESC_SIZE;
 
 use super::classes::SLAB_PAGES;
 use super::object::FreeObject;
+use super::remote_list::{self, Pushed};
 use super::slab::{self, Slab};
 
 /// Chains a heap keeps at once (a power of two).
@@ -106,13 +109,14 @@ impl RemoteBatch {
     /// Adds freed object `p` (already carrying the free key) of another
     /// heap's slab `s` to its chain; a chain that fills, or that held
     /// another slab, goes to its slab first, and `notify` is called with
-    /// a slab that was full (its owner must hear of it).
+    /// the slab and what its push asks of the owner (a slab that was full,
+    /// or whose every object is free now: `slab::Pushed`).
     ///
     /// # Safety
     /// `p` is a valid object of `s` that the calling thread frees, `s` is
     /// not owned by this batch's heap, and the caller owns the batch.
     #[inline]
-    pub unsafe fn push(&mut self, p: *mut u8, s: *mut Slab, notify: unsafe fn(*mut Slab)) {
+    pub unsafe fn push(&mut self, p: *mut u8, s: *mut Slab, notify: unsafe fn(*mut Slab, Pushed)) {
         let i = Self::slot_of(s);
         let c = &mut self.slots[i];
         // SAFETY: p is ours to link (contract).
@@ -202,7 +206,7 @@ impl RemoteBatch {
     ///
     /// # Safety
     /// The caller owns the batch.
-    pub unsafe fn flush(&mut self, notify: unsafe fn(*mut Slab)) {
+    pub unsafe fn flush(&mut self, notify: unsafe fn(*mut Slab, Pushed)) {
         while self.pending != 0 {
             let i = self.pending.trailing_zeros() as usize;
             // SAFETY: forwarded contract; slot i is not empty.
@@ -210,13 +214,13 @@ impl RemoteBatch {
         }
     }
 
-    /// Hands slot `i`'s chain to its slab (one CAS), calling `notify` if
-    /// the slab was full.
+    /// Hands slot `i`'s chain to its slab (one CAS), then `notify` with
+    /// what the push asks.
     ///
     /// # Safety
     /// Slot `i` is not empty.
     #[inline(never)]
-    unsafe fn flush_slot(&mut self, i: usize, notify: unsafe fn(*mut Slab)) {
+    unsafe fn flush_slot(&mut self, i: usize, notify: unsafe fn(*mut Slab, Pushed)) {
         let c = core::mem::replace(&mut self.slots[i], EMPTY);
         self.pending &= !(1 << i);
         debug_assert!(!c.slab.is_null() && c.count > 0);
@@ -224,8 +228,9 @@ impl RemoteBatch {
         // counted in its `used` (invariant); after the CAS they are the
         // slab's.
         unsafe {
-            if slab::push_remote(c.slab, c.head, c.tail, c.count) {
-                notify(c.slab);
+            let pushed = remote_list::push_remote(c.slab, c.head, c.tail, c.count);
+            if pushed != Pushed::NONE {
+                notify(c.slab, pushed);
             }
         }
     }

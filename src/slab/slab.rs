@@ -10,29 +10,31 @@
 //!
 //! - `free`: the owner's list (no atomics; only the owning heap touches it);
 //! - `thread_free`: objects freed by other threads, pushed with CAS; the
-//!   owner takes the whole list with one swap when `free` runs dry;
+//!   owner takes the whole list with one swap when `free` runs dry (the
+//!   word and its flags: `remote_list.rs`);
 //! - the untouched tail (`reserved` < `capacity`), carved a page at a time
 //!   so a new slab costs no more memory than it serves.
 //!
 //! Invariant: `used` counts objects handed out and not yet back on `free`
-//! (objects on a bin, or waiting on `thread_free`, still count), so
-//! `used + len(free) = reserved`, and `used == 0` means the slab holds no
-//! live object and can go back to the page allocator.
+//! (objects on a bin, waiting on another thread's chain of remote frees,
+//! or on `thread_free`, still count), so `used + len(free) = reserved`,
+//! and `used == 0` means the slab holds no live object and can go back to
+//! the page allocator. `used == tf_count(thread_free)` means the same once
+//! the remote list is collected: every object of the slab is free
+//! ([`all_free`]).
 //!
 //! Free-block layout: word 0 links the list; word 1 holds the process's
 //! free key, so `free` recognises a block that is already free (a double
 //! free) in O(1).
 //!
-//! Full slabs are on no list. Before it stops looking at a full slab the
-//! owner sets FULL_NOTIFY in `thread_free` (only when `thread_free` is
-//! empty, by CAS); the first remote free that finds the flag clears it and
-//! pushes the slab on the owner heap's delayed stack, so the owner learns
-//! the slab has room again without ever scanning its full slabs (mimalloc's
-//! delayed free, simplified: heaps live forever, so the push is always
-//! safe).
+//! `used` and `flags` are read by other threads (a remote freer's guess,
+//! a collector's [`all_free`]) while the owner's free path writes them: both
+//! are accessed as atomics (plain loads and stores, no read-modify-write),
+//! and the owner stores `used` with release, so a reader that sees a count
+//! also sees the object the owner put on `free` before it.
 
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
+use core::sync::atomic::Ordering::{Relaxed, Release};
+use core::sync::atomic::{AtomicPtr, AtomicU16, AtomicU8, AtomicUsize};
 
 use crate::geometry::{PAGE_DESC_SIZE, PAGE_SIZE};
 use crate::page::{Linked, Page, PageKind};
@@ -44,13 +46,20 @@ use super::object::FreeObject;
 /// Low bit of `thread_free`: the slab is full and its owner wants to hear
 /// about the next remote free.
 pub const FULL_NOTIFY: usize = 1;
+/// Bit 1 of `thread_free`: a remote free left every object of the slab
+/// free, and the slab is on its owner heap's emptied stack (or on its way
+/// there). See the module docs.
+pub const QUEUED: usize = 2;
+/// The flag bits of `thread_free` (objects are 16-byte aligned, so a list
+/// head never has them).
+pub(super) const TF_FLAGS: usize = FULL_NOTIFY | QUEUED;
 /// Where `thread_free` keeps how many objects its list holds: the top 16
 /// bits, above the 47 bits of a user address (a section is below 2^47, see
 /// `section::is_ours`), so the owner takes list and count with one swap
 /// and need not walk the list (snmalloc's counted batches, in one word).
-const TF_COUNT_SHIFT: u32 = 48;
+pub(super) const TF_COUNT_SHIFT: u32 = 48;
 /// The list's first object in `thread_free`.
-const TF_PTR_MASK: usize = ((1 << TF_COUNT_SHIFT) - 1) & !FULL_NOTIFY;
+pub(super) const TF_PTR_MASK: usize = ((1 << TF_COUNT_SHIFT) - 1) & !TF_FLAGS;
 
 /// The first object of the remote list in `thread_free` word `tf`.
 #[inline(always)]
@@ -81,9 +90,13 @@ pub struct Slab {
     /// The slab's order (`classes::SLAB_ORDER`).
     pub order: u8,
     _migratetype: u8,
-    /// `IN_FULL`.
+    /// `IN_FULL`. Accessed as an atomic ([`in_full`]): written by the
+    /// owner (and by a collector holding the heap's lists, see
+    /// `emptied.rs`), read by the owner's free path.
     pub flags: u8,
-    /// Objects handed out and not back on `free` (owner-only).
+    /// Objects handed out and not back on `free`. Written by the owner (or
+    /// a collector holding the heap's lists) with release stores, read by
+    /// anyone ([`used`]).
     pub used: u16,
     /// The low 16 bits of the slab's address times `obj_inverse` (mod
     /// 2^16): the free path's object check multiplies `p as u16` by the
@@ -103,8 +116,8 @@ pub struct Slab {
     /// The owner's free list of objects (owner-only).
     pub free: *mut u8,
     /// Objects freed by other threads, pushed with CAS: the first object,
-    /// `FULL_NOTIFY` in the low bit, and in the top 16 bits how many the
-    /// list holds ([`tf_list`], [`tf_count`]).
+    /// `FULL_NOTIFY` and `QUEUED` in the low bits, and in the top 16 bits
+    /// how many the list holds ([`tf_list`], [`tf_count`]).
     pub thread_free: AtomicUsize,
     /// Size class index.
     pub class: u8,
@@ -239,6 +252,7 @@ pub unsafe fn init(head: *mut Page, class: usize, owner: *mut u8) -> *mut Slab {
         for i in 1..classes::SLAB_PAGES {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(head, Relaxed);
+            (*t).next = core::ptr::null_mut(); // the emptied-stack link
             (*t).set_kind(PageKind::SlabTail);
         }
         // Publish the kind last: a racing invalid free that sees Slab also
@@ -355,7 +369,7 @@ pub unsafe fn object_size(s: *const Slab) -> usize {
 pub unsafe fn reinit(s: *mut Slab, class: usize) {
     // SAFETY: the caller owns the slab; nobody else may touch its objects.
     unsafe {
-        debug_assert_eq!((*s).used, 0);
+        debug_assert_eq!(used(s), 0);
         debug_assert_eq!(u32::from((*s).order), classes::SLAB_ORDER);
         debug_assert_eq!((*s).thread_free.load(Relaxed), 0);
         set_class(s, class);
@@ -378,6 +392,7 @@ pub unsafe fn fini(s: *mut Slab) -> *mut Page {
         for i in 1..(1usize << order) {
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(core::ptr::null_mut(), Relaxed);
+            (*t).next = core::ptr::null_mut();
             (*t).set_kind(PageKind::None);
         }
         (*head).reset();
@@ -398,27 +413,88 @@ pub unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
     unsafe {
         let head = core::mem::replace(&mut (*s).free, core::ptr::null_mut());
         // Invariant: used + len(free) = reserved.
-        let n = (*s).reserved - (*s).used;
-        (*s).used += n;
+        let n = (*s).reserved - used(s);
+        set_used(s, (*s).reserved);
         (head, u32::from(n))
     }
 }
 
 /// The owner takes back object `p` from a bin onto the slab's own list.
-/// Returns true if the slab needs the heap's attention (it became empty,
-/// or was full).
+/// Returns true if the slab needs the heap's attention: every object of
+/// it is free now (`used` down to the remote list's count: none live, on
+/// a bin or on a chain), or it is full and waits for the first remote free
+/// (FULL_NOTIFY: it must come back to the partial list; a full slab whose
+/// notice a remote free took comes back through the delayed stack).
+///
+/// `thread_free` is read first and `used` stored last (with release): once
+/// a collector sees the new count, this free is done with the slab. (A
+/// remote push landing in between is missed here and, having read `used`
+/// before, there too: the sweep of `emptied.rs` finds such a slab.)
 ///
 /// # Safety
 /// The calling heap owns `s`; `p` is an object of `s` that the slab counts
 /// as in use and nobody uses (it carries the free key already).
 #[inline]
 pub unsafe fn give_back(s: *mut Slab, p: *mut u8) -> bool {
-    // SAFETY: owner-only fields; p is ours to relink (contract).
+    // SAFETY: owner-only fields (`free`); p is ours to relink (contract);
+    // `used` through its atomic view.
     unsafe {
+        let tf = (*s).thread_free.load(Relaxed);
         FreeObject::at(p).set_next((*s).free);
         (*s).free = p;
-        (*s).used -= 1;
-        (*s).used == 0 || (*s).flags & IN_FULL != 0
+        let n = used(s).wrapping_sub(1); // `used` ≥ 1 here
+        set_used(s, n);
+        // The count compared as 16 bits, as `used` is kept.
+        tf & FULL_NOTIFY != 0 || tf_count(tf) as u16 == n
+    }
+}
+
+/// `used` of slab `s` (see the struct), as any thread may read it.
+///
+/// # Safety
+/// `s` is a slab descriptor (live, or one whose block the caller knows
+/// stays a descriptor).
+#[inline(always)]
+pub unsafe fn used(s: *const Slab) -> u16 {
+    // SAFETY: an aligned u16 inside the descriptor, only ever accessed
+    // atomically while other threads may.
+    unsafe { AtomicU16::from_ptr(core::ptr::addr_of!((*s).used).cast_mut()).load(Relaxed) }
+}
+
+/// Stores `used` of slab `s`, with release (see the module docs).
+///
+/// # Safety
+/// The caller owns `s` (or holds its heap's lists, see `emptied.rs`).
+#[inline(always)]
+pub unsafe fn set_used(s: *mut Slab, n: u16) {
+    // SAFETY: as in `used`.
+    unsafe { AtomicU16::from_ptr(core::ptr::addr_of_mut!((*s).used)).store(n, Release) }
+}
+
+/// Whether slab `s` is marked IN_FULL.
+///
+/// # Safety
+/// As [`used`].
+#[inline(always)]
+pub unsafe fn in_full(s: *const Slab) -> bool {
+    // SAFETY: an aligned byte of the descriptor, accessed atomically.
+    unsafe {
+        AtomicU8::from_ptr(core::ptr::addr_of!((*s).flags).cast_mut()).load(Relaxed) & IN_FULL != 0
+    }
+}
+
+/// Sets or clears IN_FULL on slab `s`.
+///
+/// # Safety
+/// As [`set_used`].
+#[inline(always)]
+pub unsafe fn set_in_full(s: *mut Slab, full: bool) {
+    // SAFETY: as in `in_full`; only the owner (or a holder of the heap's
+    // lists) writes the flags, so load and store lose nothing.
+    unsafe {
+        let f = AtomicU8::from_ptr(core::ptr::addr_of_mut!((*s).flags));
+        let v = f.load(Relaxed);
+        f.store(if full { v | IN_FULL } else { v & !IN_FULL }, Relaxed);
     }
 }
 
@@ -453,112 +529,6 @@ pub unsafe fn extend(s: *mut Slab) -> bool {
         }
         (*s).free = next;
         (*s).reserved = (first + n) as u16;
-        true
-    }
-}
-
-/// Moves every remotely freed object onto `free` and returns how many.
-///
-/// # Safety
-/// `s` is a slab owned by the calling heap.
-pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
-    // SAFETY: only the owner swaps thread_free out; the objects on it are
-    // free and ours to relink.
-    unsafe {
-        if (*s).thread_free.load(Relaxed) & !FULL_NOTIFY == 0 {
-            return 0;
-        }
-        let tf = (*s).thread_free.swap(0, Acquire);
-        let (list, n) = (tf_list(tf), tf_count(tf));
-        debug_assert_eq!(list_len(list, Slab::capacity(s)), n as usize);
-        if n > 0 {
-            // The count came with the list: only a non-empty own list
-            // needs the remote list's last object (the common callers
-            // collect when their own list ran dry, or the slab was full).
-            if !(*s).free.is_null() {
-                let mut last = list;
-                for _ in 1..n {
-                    last = FreeObject::at(last).next();
-                }
-                FreeObject::at(last).set_next((*s).free);
-            }
-            (*s).free = list;
-            (*s).used -= n as u16;
-        }
-        n
-    }
-}
-
-/// Pushes the chain `first ..= last` of `n` objects of `s` (linked through
-/// word 0, each carrying the free key) on the slab's remote list with one
-/// CAS, which also adds `n` to the list's count. Returns true if the slab
-/// was marked full, in which case the caller must notify the owner.
-///
-/// # Safety
-/// The objects are objects of `s` the slab counts as in use, freed by a
-/// thread that does not own the slab, and nobody uses them; `n` counts
-/// them.
-#[inline]
-pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -> bool {
-    debug_assert!(first as usize & !TF_PTR_MASK == 0);
-    // SAFETY: the chain is ours (contract); after the CAS it belongs to
-    // the list, which only the owner takes.
-    unsafe {
-        let tf = &(*s).thread_free;
-        let mut old = tf.load(Relaxed);
-        loop {
-            // The list holds distinct objects of the slab: its count stays
-            // within the capacity, far below 2^16.
-            let count = (tf_count(old) + n) as usize;
-            FreeObject::at(last).set_next(tf_list(old));
-            let new = first as usize | count << TF_COUNT_SHIFT;
-            match tf.compare_exchange_weak(old, new, Release, Relaxed) {
-                Ok(_) => return old & FULL_NOTIFY != 0,
-                Err(o) => old = o,
-            }
-        }
-    }
-}
-
-/// Marks a slab full: sets FULL_NOTIFY if no remote free is pending.
-/// Returns false if remote frees arrived (collect them instead).
-///
-/// # Safety
-/// `s` is owned by the calling heap, is on no list, and its `free` list
-/// and untouched tail are empty.
-pub unsafe fn mark_full(s: *mut Slab) -> bool {
-    // SAFETY: owner-only fields; thread_free by CAS.
-    unsafe {
-        if (*s)
-            .thread_free
-            .compare_exchange(0, FULL_NOTIFY, Release, Relaxed)
-            .is_err()
-        {
-            return false;
-        }
-        (*s).flags |= IN_FULL;
-        true
-    }
-}
-
-/// Takes a full slab back after a local free: clears FULL_NOTIFY if no
-/// remote free has claimed the notice. Returns false if a remote freer did,
-/// in which case the slab is (or soon will be) on the delayed stack and
-/// must stay marked IN_FULL until popped from there.
-///
-/// # Safety
-/// `s` is owned by the calling heap and marked IN_FULL.
-pub unsafe fn unmark_full(s: *mut Slab) -> bool {
-    // SAFETY: owner-only fields; thread_free by CAS.
-    unsafe {
-        if (*s)
-            .thread_free
-            .compare_exchange(FULL_NOTIFY, 0, Acquire, Relaxed)
-            .is_err()
-        {
-            return false;
-        }
-        (*s).flags &= !IN_FULL;
         true
     }
 }
