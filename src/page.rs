@@ -153,9 +153,8 @@ pub mod flags {
     /// Large: an exact block of `pages` pages (not a power-of-two block of
     /// its order), freed as those pages.
     pub const EXACT: u8 = 1 << 2;
-    /// Huge: a block aligned to a section or more, whose descriptor sits
-    /// in the page just before it rather than in a section's descriptor
-    /// area (see `section::create_giant`).
+    /// Huge: a block aligned to a section or more (256 MiB), never cached
+    /// and never resized in place.
     pub const GIANT: u8 = 1 << 3;
 }
 

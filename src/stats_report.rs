@@ -392,7 +392,7 @@ impl Stats {
             resident: (parts.pages.zone.resident_bytes() + parts.huge.resident_bytes()) as u64,
             huge_pages: sys::huge_page_bytes(&|a| {
                 section::is_ours(a)
-                    || section::giant_desc(a.next_multiple_of(MAX_ORDER_BYTES)).is_some()
+                    || section::huge_desc(a.next_multiple_of(MAX_ORDER_BYTES)).is_some()
             }) as u64,
             mapped: zone.managed as u64 * page + huge.bytes as u64,
             charged: zone.budget_used as u64,

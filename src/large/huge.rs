@@ -1,12 +1,12 @@
-//! Huge blocks (> 4 MiB): each lives in a section of its own — a
-//! section-aligned reservation whose descriptor area describes just the
-//! block (see `section::create_huge`). So a huge block is found like any
-//! other: the chunk map says the address is ours, its page descriptor says
-//! `Huge` and how long it is. No side table, no lock on the free path.
-//! A block aligned to a whole section or more (256 MiB, up to what the
-//! address space allows) cannot start inside a section: it is a *giant*
-//! block with its descriptor in the page just before it
-//! (`section::create_giant`), never cached and never resized in place.
+//! Huge blocks (> 4 MiB): each is one mapping of its own, the block and
+//! one page before it that holds its header and page descriptor (see
+//! `section/huge.rs`): its length and a page of address space, as glibc's
+//! mmap'd chunks. The block starts on a chunk (4 MiB) boundary, so it is
+//! found like any other: the chunk map's byte for its first chunk says a
+//! huge block starts there, its descriptor says `Huge` and how long it is.
+//! No side table, no lock on the free path. A block aligned to a whole
+//! section or more (256 MiB, up to what the address space allows) is a
+//! *giant* block, never cached and never resized in place.
 //!
 //! Freed huge blocks are kept for reuse, mapped and resident, in a small
 //! cache — the pageset idea one level up. Mapping a block and faulting its
@@ -34,10 +34,10 @@
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_META_BYTES, SECTION_SIZE};
+use crate::geometry::{PAGE_SIZE, SECTION_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
 use crate::page_alloc::zone::Budget;
-use crate::section::{self, page_addr};
+use crate::section;
 use crate::sync::Locked;
 use crate::sys;
 
@@ -48,9 +48,9 @@ pub const HUGE_HIGH_MIN: usize = 32 << 20;
 /// The share of the budget's size the cache may grow to (an eighth, as a
 /// pageset's `high_max`).
 const HUGE_HIGH_LIMIT_SHIFT: u32 = 3;
-/// What a huge block costs the budget beyond its length: its section's
-/// header page and the page holding its descriptor.
-pub const HUGE_META: usize = 2 * PAGE_SIZE;
+/// What a huge block costs the budget beyond its length: the page that
+/// holds its header and descriptor.
+pub const HUGE_META: usize = PAGE_SIZE;
 
 /// The budget cost of a huge block mapping `len` bytes.
 #[inline]
@@ -160,24 +160,10 @@ pub struct HugeUsage {
     pub cache_high: usize,
 }
 
-/// Where a huge block aligned to `align` starts in its section, or `None`
-/// for an alignment a section cannot give (a giant block).
-fn block_offset(align: usize) -> Option<usize> {
-    let off = align
-        .max(SECTION_META_BYTES)
-        .next_multiple_of(MAX_ORDER_BYTES);
-    (off < SECTION_SIZE).then_some(off)
-}
-
 /// The address of huge block `b`.
 #[inline]
 pub fn block_addr(b: *const LargeBlock) -> usize {
-    // SAFETY: b is a huge block's descriptor (caller), readable.
-    if unsafe { (*b).flags } & flags::GIANT != 0 {
-        b as usize + crate::geometry::PAGE_DESC_SIZE
-    } else {
-        page_addr(b.cast())
-    }
+    section::huge_block_addr(b.cast())
 }
 
 /// Makes the head of a huge section a live huge block whose caller may
@@ -237,10 +223,10 @@ impl HugeBlocks {
         if len / PAGE_SIZE > u32::MAX as usize {
             return core::ptr::null_mut();
         }
-        let Some(offset) = block_offset(align) else {
+        if align >= SECTION_SIZE {
             return self.alloc_giant(budget, len, align, thp);
-        };
-        if let Some(p) = self.take_cached(budget, len, offset) {
+        }
+        if let Some(p) = self.take_cached(budget, len, align) {
             if zero {
                 // The kernel gives zeroed pages faster than we write
                 // zeros over resident ones, and only those the program
@@ -255,12 +241,12 @@ impl HugeBlocks {
         let Some(charge) = budget.charge(cost(len)) else {
             return core::ptr::null_mut();
         };
-        let Some(head) = section::create_huge(len, offset) else {
+        let Some(head) = section::create_huge(len, align) else {
             return core::ptr::null_mut(); // the charge goes back
         };
         charge.keep();
-        // SAFETY: a fresh huge section's head descriptor, ours; its memory
-        // reads as zero.
+        // SAFETY: a fresh huge block's descriptor, ours; its memory reads
+        // as zero.
         let b = unsafe { make_huge(head, len / PAGE_SIZE, len, 0) };
         self.note_mapped(b, len, thp)
     }
@@ -270,7 +256,7 @@ impl HugeBlocks {
         let Some(charge) = budget.charge(cost(len)) else {
             return core::ptr::null_mut();
         };
-        let Some(head) = section::create_giant(len, align) else {
+        let Some(head) = section::create_huge(len, align) else {
             return core::ptr::null_mut(); // the charge goes back
         };
         charge.keep();
@@ -293,14 +279,11 @@ impl HugeBlocks {
         block_addr(b) as *mut u8
     }
 
-    /// A cached block for `len` bytes at section offset `offset`: the
-    /// smallest that holds it, else the largest smaller one grown in place.
-    fn take_cached(&self, budget: &Budget, len: usize, offset: usize) -> Option<*mut u8> {
+    /// A cached block for `len` bytes aligned to `align`: the smallest
+    /// that holds it, else the largest smaller one grown in place.
+    fn take_cached(&self, budget: &Budget, len: usize, align: usize) -> Option<*mut u8> {
         let mut c = self.state.lock();
-        let fits = |e: &Entry| {
-            let p = page_addr(e.block.cast());
-            (p - section::section_base(p)).is_multiple_of(offset)
-        };
+        let fits = |e: &Entry| block_addr(e.block).is_multiple_of(align);
         let len_of = |e: &Entry| {
             // SAFETY: cached blocks are ours, read under the lock.
             unsafe { (*e.block).len }
@@ -360,7 +343,7 @@ impl HugeBlocks {
         self.live.fetch_add(1, Relaxed);
         self.live_bytes.fetch_add(len, Relaxed);
         self.hits.fetch_add(1, Relaxed);
-        Some(page_addr(e.block.cast()) as *mut u8)
+        Some(block_addr(e.block) as *mut u8)
     }
 
     /// A miss after blocks were refused for lack of room: grow `high` by
@@ -414,13 +397,8 @@ impl HugeBlocks {
         unsafe {
             self.state.lock().unlink(b);
             let len = (*b).len;
-            let giant = (*b).flags & flags::GIANT != 0;
             (*b).set_kind(PageKind::None);
-            if giant {
-                section::destroy_giant(b.cast());
-            } else {
-                section::destroy_huge(b.cast());
-            }
+            section::destroy_huge(b.cast());
             budget.uncharge(cost(len));
             self.bytes.fetch_sub(len, Relaxed);
         }
@@ -496,7 +474,7 @@ impl HugeBlocks {
 
     /// Resizes huge block `b` to `size` (> 4 MiB) bytes: within its mapping
     /// when it is long enough, in place when the address space after it is
-    /// free, else by moving its pages (no copy) into a new section. Null if
+    /// free, else by moving its pages (no copy) to a new place. Null if
     /// it cannot (the block is then untouched; a giant block never can).
     ///
     /// # Safety
@@ -516,7 +494,7 @@ impl HugeBlocks {
         if giant || new_len / PAGE_SIZE > u32::MAX as usize {
             return core::ptr::null_mut();
         }
-        let p = page_addr(b.cast());
+        let p = block_addr(b);
         let set_pages = |b: *mut LargeBlock, pages: usize| {
             // SAFETY: the caller owns the block.
             unsafe { (*b).pages = pages as u32 };
@@ -551,33 +529,28 @@ impl HugeBlocks {
         let Some(charge) = charge else {
             return p as *mut u8; // cannot shrink in place: keep it as it is
         };
-        // Move: a new section, and the old pages remapped into it.
-        let offset = p - section::section_base(p);
-        let Some(head) = section::create_huge(new_len, offset) else {
-            return core::ptr::null_mut(); // the charge goes back
+        // Move: the block with its header page, to a place with room, its
+        // descriptor with it (off the list meanwhile: its links would
+        // point at the old place).
+        // SAFETY: the caller owns the block; on failure it stays as it was
+        // and is put back.
+        let nb = unsafe {
+            self.state.lock().unlink(b);
+            let moved = section::move_huge(b.cast(), new_len);
+            let nb = moved.map_or(b, |h| h.cast::<LargeBlock>());
+            self.state.lock().link(nb);
+            if moved.is_none() {
+                return core::ptr::null_mut(); // the charge goes back
+            }
+            nb
         };
-        let q = page_addr(head);
-        if !sys::move_pages(p as *mut u8, old_len, q as *mut u8) {
-            // SAFETY: the new section is ours and unused.
-            unsafe { section::destroy_huge(head) };
-            return core::ptr::null_mut(); // the charge goes back
-        }
         charge.keep();
-        // SAFETY: the new head is ours; the old block's pages now live in
-        // the new section and the old section holds nothing.
-        unsafe {
-            let nb = make_huge(head, new_len / PAGE_SIZE, new_len, 0);
-            let mut c = self.state.lock();
-            c.unlink(b);
-            c.link(nb);
-            drop(c);
-            (*b).set_kind(PageKind::None);
-            section::destroy_huge(b.cast());
-            set_pages(nb, new_len / PAGE_SIZE);
-        }
+        // SAFETY: the moved block is ours.
+        unsafe { (*nb).len = new_len };
+        set_pages(nb, new_len / PAGE_SIZE);
         self.bytes.fetch_add(new_len, Relaxed);
         self.bytes.fetch_sub(old_len, Relaxed);
-        q as *mut u8
+        block_addr(nb) as *mut u8
     }
 
     /// Bytes mapped for huge blocks, live and cached (racy read).
@@ -599,17 +572,10 @@ impl HugeBlocks {
         let mut pages = 0;
         let mut b = c.all;
         while !b.is_null() {
-            let a = block_addr(b);
-            // SAFETY: listed blocks are ours and mapped; read under the
-            // lock.
-            pages += sys::resident_pages(a as *const u8, unsafe { (*b).len });
-            let descs = (b as usize) & !(PAGE_SIZE - 1);
-            pages += sys::resident_pages(descs as *const u8, PAGE_SIZE);
-            // SAFETY: as above.
-            if unsafe { (*b).flags } & flags::GIANT == 0 {
-                let header = section::section_base(a);
-                pages += sys::resident_pages(header as *const u8, PAGE_SIZE);
-            }
+            let header = block_addr(b) - PAGE_SIZE;
+            // SAFETY: listed blocks are ours and mapped (with their header
+            // page); read under the lock.
+            pages += sys::resident_pages(header as *const u8, unsafe { (*b).len } + PAGE_SIZE);
             // SAFETY: as above.
             b = unsafe { (*b).next };
         }

@@ -456,9 +456,9 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
     }
 }
 
-/// `free` of a pointer the chunk map does not describe: the start of a
-/// giant block (aligned to 256 MiB or more), or not ours at all (reported,
-/// and the process aborts). Never changes errno.
+/// `free` of a pointer no section describes: the start of a huge block,
+/// or not ours at all (reported, and the process aborts). Never changes
+/// errno.
 ///
 /// # Safety
 /// `p` is non-null; the caller is freeing it.
@@ -466,9 +466,9 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
 #[inline(never)]
 pub unsafe fn free_foreign(p: *mut u8, who: Caller) {
     // SAFETY: forwarded contract.
-    let b = unsafe { large::checked_giant(p, who) };
+    let b = unsafe { large::checked_huge(p, who) };
     let saved = sys::errno();
-    // SAFETY: checked_giant returned a live giant block the caller frees.
+    // SAFETY: checked_huge returned a live huge block the caller frees.
     unsafe { HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch()) };
     tick::memory_waiting();
     sys::set_errno(saved);
