@@ -31,6 +31,10 @@
 //!
 //! Every huge block is also on one list (under the cache lock), so the
 //! stats can ask the OS how much of them is resident.
+//!
+//! Under `PCPALLOC_THP=dense` a block is not advised for huge pages when
+//! mapped: big ones are watched, and advised once they show dense use
+//! (`huge_thp.rs`).
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
@@ -40,6 +44,8 @@ use crate::page_alloc::zone::Budget;
 use crate::section;
 use crate::sync::Locked;
 use crate::sys;
+
+use super::huge_thp::Watch;
 
 /// Blocks the cache can hold.
 const CACHE_SLOTS: usize = 16;
@@ -136,6 +142,8 @@ pub struct HugeBlocks {
     allocs: AtomicU64,
     hits: AtomicU64,
     state: Locked<State>,
+    /// The blocks watched for dense use (`huge_thp.rs`).
+    watch: Watch,
 }
 
 /// Counters of the huge blocks.
@@ -201,6 +209,7 @@ impl HugeBlocks {
                 missed: 0,
                 all: core::ptr::null_mut(),
             }),
+            watch: Watch::new(),
         }
     }
 
@@ -208,7 +217,8 @@ impl HugeBlocks {
     /// zeroed if `zero`: from the cache, or mapped (charging `budget`).
     /// Null when the budget or the OS says no, or the size is absurd.
     /// `thp`: advise a freshly mapped block for huge pages (`Some(true)`),
-    /// against them (`Some(false)`), or leave it to the system (`None`).
+    /// against them (`Some(false)`), or leave it to the system and advise
+    /// it once it shows dense use (`None`, `dense`: see `huge_thp.rs`).
     pub fn alloc(
         &self,
         budget: &Budget,
@@ -226,7 +236,7 @@ impl HugeBlocks {
         if align >= SECTION_SIZE {
             return self.alloc_giant(budget, len, align, thp);
         }
-        if let Some(p) = self.take_cached(budget, len, align) {
+        if let Some(p) = self.take_cached(budget, len, align, thp) {
             if zero {
                 // The kernel gives zeroed pages faster than we write
                 // zeros over resident ones, and only those the program
@@ -265,10 +275,13 @@ impl HugeBlocks {
         self.note_mapped(b, len, thp)
     }
 
-    /// Counts, lists and advises a block just mapped; returns its address.
+    /// Counts, lists and advises (or watches) a block just mapped; returns
+    /// its address.
     fn note_mapped(&self, b: *mut LargeBlock, len: usize, thp: Option<bool>) -> *mut u8 {
-        if let Some(on) = thp {
-            sys::advise_huge(block_addr(b) as *mut u8, len, on);
+        match thp {
+            Some(on) => sys::advise_huge(block_addr(b) as *mut u8, len, on),
+            // SAFETY: a fresh block of ours.
+            None => unsafe { self.watch.watch(b) },
         }
         // SAFETY: b is a fresh block of ours, on no list.
         unsafe { self.state.lock().link(b) };
@@ -280,8 +293,15 @@ impl HugeBlocks {
     }
 
     /// A cached block for `len` bytes aligned to `align`: the smallest
-    /// that holds it, else the largest smaller one grown in place.
-    fn take_cached(&self, budget: &Budget, len: usize, align: usize) -> Option<*mut u8> {
+    /// that holds it, else the largest smaller one grown in place. `thp`
+    /// as [`alloc`](Self::alloc)'s: `None` watches the block anew.
+    fn take_cached(
+        &self,
+        budget: &Budget,
+        len: usize,
+        align: usize,
+        thp: Option<bool>,
+    ) -> Option<*mut u8> {
         let mut c = self.state.lock();
         let fits = |e: &Entry| block_addr(e.block).is_multiple_of(align);
         let len_of = |e: &Entry| {
@@ -311,8 +331,9 @@ impl HugeBlocks {
                     self.note_miss(&mut c, len);
                     return None;
                 };
-                // SAFETY: b is a cached huge block, ours under the lock.
-                if !unsafe { section::resize_huge(b.cast(), len) } {
+                // SAFETY: b is a cached huge block, ours under the lock;
+                // the watch lets go of it while it is resized.
+                if !unsafe { self.resize_watched(b, len) } {
                     self.note_miss(&mut c, len);
                     return None; // the charge goes back
                 }
@@ -340,10 +361,28 @@ impl HugeBlocks {
         // SAFETY: as above; the block stays on the list of every block.
         unsafe { make_huge(e.block.cast(), len / PAGE_SIZE, l, 0) };
         drop(c);
+        if thp.is_none() {
+            // SAFETY: the block is ours now.
+            unsafe { self.watch.watch(e.block) };
+        }
         self.live.fetch_add(1, Relaxed);
         self.live_bytes.fetch_add(len, Relaxed);
         self.hits.fetch_add(1, Relaxed);
         Some(block_addr(e.block) as *mut u8)
+    }
+
+    /// [`section::resize_huge`] with the watch kept off the block meanwhile.
+    ///
+    /// # Safety
+    /// As `section::resize_huge`.
+    unsafe fn resize_watched(&self, b: *mut LargeBlock, len: usize) -> bool {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.watch.forget(b);
+            let ok = section::resize_huge(b.cast(), len);
+            self.watch.resume(b);
+            ok
+        }
     }
 
     /// A miss after blocks were refused for lack of room: grow `high` by
@@ -396,6 +435,7 @@ impl HugeBlocks {
         // SAFETY: forwarded contract.
         unsafe {
             self.state.lock().unlink(b);
+            self.watch.forget(b);
             let len = (*b).len;
             (*b).set_kind(PageKind::None);
             section::destroy_huge(b.cast());
@@ -514,7 +554,7 @@ impl HugeBlocks {
             None
         };
         // SAFETY: as above; the caller owns the block.
-        if unsafe { section::resize_huge(b.cast(), new_len) } {
+        if unsafe { self.resize_watched(b, new_len) } {
             match charge {
                 Some(c) => c.keep(),
                 None => budget.uncharge(old_len - new_len),
@@ -530,15 +570,17 @@ impl HugeBlocks {
             return p as *mut u8; // cannot shrink in place: keep it as it is
         };
         // Move: the block with its header page, to a place with room, its
-        // descriptor with it (off the list meanwhile: its links would
-        // point at the old place).
+        // descriptor with it (off the list and the watch meanwhile: their
+        // links would point at the old place).
         // SAFETY: the caller owns the block; on failure it stays as it was
         // and is put back.
         let nb = unsafe {
             self.state.lock().unlink(b);
+            self.watch.forget(b);
             let moved = section::move_huge(b.cast(), new_len);
             let nb = moved.map_or(b, |h| h.cast::<LargeBlock>());
             self.state.lock().link(nb);
+            self.watch.resume(nb);
             if moved.is_none() {
                 return core::ptr::null_mut(); // the charge goes back
             }
@@ -597,9 +639,34 @@ impl HugeBlocks {
         }
     }
 
-    /// Takes the cache lock (before fork).
+    /// Advises for huge pages the watched blocks that show dense use, if
+    /// a look is due (`huge_thp.rs`; one load and the clock when not).
+    /// Returns how many were advised.
+    #[inline]
+    pub fn thp_look_if_due(&self) -> usize {
+        self.watch.look_if_due()
+    }
+
+    /// Collapses into huge pages at most `max` 2 MiB ranges of blocks
+    /// advised after they showed dense use (the tick's share). Returns how
+    /// many were tried.
+    pub fn thp_collapse(&self, max: usize) -> usize {
+        if max == 0 {
+            return 0;
+        }
+        self.watch.collapse_some(max)
+    }
+
+    /// Whether ranges of advised blocks wait for [`thp_collapse`](Self::thp_collapse).
+    #[inline]
+    pub fn thp_has_pending(&self) -> bool {
+        self.watch.has_pending()
+    }
+
+    /// Takes the cache and watch locks (before fork).
     pub fn lock_for_fork(&self) {
         core::mem::forget(self.state.lock());
+        self.watch.lock_for_fork();
     }
 
     /// Releases (parent) or resets (child) the lock [`lock_for_fork`]
@@ -612,6 +679,7 @@ impl HugeBlocks {
     pub unsafe fn unlock_after_fork(&self, child: bool) {
         // SAFETY: forwarded contract.
         unsafe {
+            self.watch.unlock_after_fork(child);
             if child {
                 self.state.lock.force_unlock();
             } else {

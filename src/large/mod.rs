@@ -18,6 +18,7 @@
 //! lookup misses, with the chunk map's second look: [`checked_huge`]).
 
 pub mod huge;
+mod huge_thp;
 
 use core::sync::atomic::Ordering::Acquire;
 

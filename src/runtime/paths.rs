@@ -360,7 +360,7 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
             // for huge pages (only a "yes" is dropped: never stays never).
             let thp = PAGES
                 .zone
-                .thp_advice(size)
+                .thp_advice()
                 .filter(|&on| !on || !reclaim::under_pressure());
             HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp)
         });

@@ -14,10 +14,11 @@
 //! background thread runs the tick every `PCPALLOC_DECAY_MS` instead,
 //! created lazily — once the heap and the huge blocks have grown past
 //! [`BACKGROUND_MIN_BYTES`], a second thread allocates, or 4 MiB wait to
-//! go back — so a small single-threaded program never gets one. Only that
-//! thread's ticks collapse dense pageblocks into huge pages (copying up to
-//! 64 MiB is not for a program's own thread). It blocks every signal,
-//! never allocates, and is recreated in a forked child when needed.
+//! go back — so a small single-threaded program never gets one. That
+//! thread's ticks collapse up to 32 dense 2 MiB ranges into huge pages; a
+//! tick run inline, one (a collapse copies 2 MiB: copying up to 64 MiB is
+//! not for a program's own thread). It blocks every signal, never
+//! allocates, and is recreated in a forked child when needed.
 //!
 //! The tick lock keeps two ticks (or a tick and a give-back) from
 //! overlapping and lets tests hold the allocator still; it is the
@@ -125,6 +126,11 @@ fn on_slow_path_cold() {
         return;
     }
     tick_if_due();
+    // Huge pages between ticks: big huge blocks are looked at for dense
+    // use sooner than a tick comes (a block being filled is advised while
+    // most of it is still to fault in), and what the heap's growth paid
+    // for is collapsed, one 2 MiB range at a time.
+    maint::between_ticks(&PAGES, &HUGE);
 }
 
 /// Free memory waiting for the tick from which it is worth starting the

@@ -1,7 +1,7 @@
 //! Huge blocks' mappings: each huge block (> 4 MiB) is one mapping of its
 //! own — the block, and the one page before it that holds its header (at
-//! the page's start) and its page descriptor (at the page's end) — as
-//! glibc's mmap'd chunks are one
+//! the page's start), the large-block layer's notes on it, and its page
+//! descriptor (at the page's end) — as glibc's mmap'd chunks are one
 //! mapping with their header in front. The block starts on a MAX_ORDER
 //! boundary (or the caller's larger alignment), so the chunk map's byte
 //! for its first chunk says "a huge block starts here" and its descriptor
@@ -33,6 +33,10 @@ struct HugeHeader {
 /// Bytes at the start of the header page that are the header's.
 const HEADER_BYTES: usize = 64;
 const _: () = assert!(core::mem::size_of::<HugeHeader>() <= HEADER_BYTES);
+
+/// Bytes of the header page left for the large-block layer's notes on the
+/// block ([`huge_notes`]): between the header and the descriptor.
+pub const HUGE_NOTES_BYTES: usize = PAGE_SIZE - HEADER_BYTES - PAGE_DESC_SIZE;
 
 /// Aligned addresses tried, downwards, when placing a block by hand.
 const HAND_TRIES: usize = 16;
@@ -110,6 +114,17 @@ fn map_block_by_hand(total: usize, align: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// The large-block layer's notes on the huge block whose descriptor is
+/// `head`: [`HUGE_NOTES_BYTES`] bytes of its header page, 64-byte aligned,
+/// zero when the block was created, moving with the block.
+///
+/// # Safety
+/// `head` is the descriptor of a live huge block of ours; the notes are
+/// used only while it is.
+pub unsafe fn huge_notes(head: *const Page) -> *mut u8 {
+    (huge_block_addr(head) - PAGE_SIZE + HEADER_BYTES) as *mut u8
 }
 
 /// Resizes the huge block headed by `head` to `new_len` bytes in place

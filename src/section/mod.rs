@@ -60,7 +60,10 @@ mod place;
 use list::{claim_slot, list};
 use place::{place, reserve_whole};
 
-pub use huge::{create_huge, destroy_huge, huge_block_addr, move_huge, resize_huge};
+pub use huge::{
+    create_huge, destroy_huge, huge_block_addr, huge_notes, move_huge, resize_huge,
+    HUGE_NOTES_BYTES,
+};
 pub use map::{desc_of, huge_desc, is_ours, lookup, lookup_block, section_base};
 
 const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"

@@ -111,6 +111,8 @@ pub struct Zone {
     thp_active: core::sync::atomic::AtomicBool,
     /// Pageblocks the tick collapsed into huge pages (`thp.rs`).
     thp_collapsed: AtomicUsize,
+    /// Collapses the heap's growth paid for (`thp.rs`).
+    thp_credit: thp::CollapseCredit,
     /// Small objects grouped by lifetime (the inverse of the kernel's
     /// `page_group_by_mobility_disabled`, one level finer).
     group_by_lifetime: core::sync::atomic::AtomicBool,
@@ -149,6 +151,7 @@ impl Zone {
             thp: AtomicU8::new(ThpPolicy::Never as u8),
             thp_active: core::sync::atomic::AtomicBool::new(false),
             thp_collapsed: AtomicUsize::new(0),
+            thp_credit: thp::CollapseCredit::new(),
             group_by_lifetime: core::sync::atomic::AtomicBool::new(true),
             dirty: DirtyLimit {
                 ratio: AtomicUsize::new(0),
