@@ -20,7 +20,10 @@ use crate::geometry::{MAX_ORDER_BYTES, PAGE_DESC_SIZE, PAGE_SIZE};
 use crate::page::Page;
 use crate::sys;
 
-use super::{map, SECTION_MAGIC};
+use super::map;
+
+/// A huge block's header starts with this ("pcpalloc", as a section's).
+const HUGE_MAGIC: u64 = 0x7063_7061_6c6c_6f63;
 
 /// The header of a huge block: the start of the page before it.
 #[repr(C)]
@@ -69,7 +72,7 @@ pub fn create_huge(len: usize, align: usize) -> Option<*mut Page> {
     // until the block's chunk is published below.
     unsafe {
         h.write(HugeHeader {
-            magic: SECTION_MAGIC,
+            magic: HUGE_MAGIC,
             len,
         })
     };
@@ -192,7 +195,7 @@ pub unsafe fn destroy_huge(head: *mut Page) {
     let h = header(head);
     // SAFETY: a live block's header (contract).
     let (magic, len) = unsafe { ((*h).magic, (*h).len) };
-    debug_assert_eq!(magic, SECTION_MAGIC);
+    debug_assert_eq!(magic, HUGE_MAGIC);
     let _ = map::mark_huge(block, false);
     sys::unmap(h.cast(), len + PAGE_SIZE);
 }

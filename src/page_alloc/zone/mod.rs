@@ -111,8 +111,13 @@ pub struct Zone {
     thp_active: core::sync::atomic::AtomicBool,
     /// Pageblocks the tick collapsed into huge pages (`thp.rs`).
     thp_collapsed: AtomicUsize,
-    /// Collapses the heap's growth paid for (`thp.rs`).
-    thp_credit: thp::CollapseCredit,
+    /// The heap size collapse credit was last given for (`thp.rs`).
+    thp_credit_peak: AtomicUsize,
+    /// Collapses the heap's growth paid for and not yet made (`thp.rs`).
+    thp_credit: AtomicUsize,
+    /// Pageblocks may be marked to collapse: set when they are, cleared
+    /// when a walk finds none (`thp.rs`).
+    thp_backlog: core::sync::atomic::AtomicBool,
     /// Small objects grouped by lifetime (the inverse of the kernel's
     /// `page_group_by_mobility_disabled`, one level finer).
     group_by_lifetime: core::sync::atomic::AtomicBool,
@@ -151,7 +156,9 @@ impl Zone {
             thp: AtomicU8::new(ThpPolicy::Never as u8),
             thp_active: core::sync::atomic::AtomicBool::new(false),
             thp_collapsed: AtomicUsize::new(0),
-            thp_credit: thp::CollapseCredit::new(),
+            thp_credit_peak: AtomicUsize::new(0),
+            thp_credit: AtomicUsize::new(0),
+            thp_backlog: core::sync::atomic::AtomicBool::new(false),
             group_by_lifetime: core::sync::atomic::AtomicBool::new(true),
             dirty: DirtyLimit {
                 ratio: AtomicUsize::new(0),

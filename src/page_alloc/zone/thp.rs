@@ -32,7 +32,7 @@
 //! ticks, one on a tick run inline on a program's thread (a collapse
 //! copies 2 MiB: about 1 ms, up to 7 when the kernel compacts memory).
 
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::Ordering::Relaxed;
 
 use crate::geometry::{MAX_ORDER_BYTES, PAGEBLOCK_NR_PAGES, PAGE_SHIFT};
 
@@ -168,7 +168,7 @@ impl ZoneGuard<'_> {
             return;
         }
         zone.thp_active.store(true, Relaxed);
-        zone.thp_credit.backlog.store(true, Relaxed);
+        zone.thp_backlog.store(true, Relaxed);
         let dense = zone.thp_policy() == ThpPolicy::Dense;
         self.inner.thp_claims = dense;
         section::for_each(zone.tag(), |h| {
@@ -232,7 +232,7 @@ impl Zone {
                 });
             }
             let Some(pb) = next else {
-                self.thp_credit.backlog.store(false, Relaxed);
+                self.thp_backlog.store(false, Relaxed);
                 break;
             };
             // Under dense only long-lived small objects' pageblocks
@@ -253,7 +253,7 @@ impl Zone {
     /// Whether pageblocks may wait for [`collapse_some`](Self::collapse_some).
     #[inline]
     pub fn has_collapse_backlog(&self) -> bool {
-        self.thp_active() && self.thp_credit.backlog.load(Relaxed)
+        self.thp_active() && self.thp_backlog.load(Relaxed)
     }
 
     /// Credits the collapses the heap's growth pays for: one per
@@ -265,24 +265,25 @@ impl Zone {
     /// 2 MiB cost a few per cent of that; a heap that stopped growing pays
     /// for none.
     pub fn credit_collapses(&self, heap_bytes: usize) {
-        let c = &self.thp_credit;
-        let peak = c.peak.load(Relaxed);
+        let peak = self.thp_credit_peak.load(Relaxed);
         if heap_bytes < peak + COLLAPSE_CREDIT_BYTES {
             return;
         }
         let n = (heap_bytes - peak) / COLLAPSE_CREDIT_BYTES;
-        if c.peak
+        if self
+            .thp_credit_peak
             .compare_exchange(peak, peak + n * COLLAPSE_CREDIT_BYTES, Relaxed, Relaxed)
             .is_ok()
         {
-            let had = c.credit.load(Relaxed);
-            c.credit.store((had + n).min(COLLAPSE_CREDIT_MAX), Relaxed); // a hint
+            let had = self.thp_credit.load(Relaxed);
+            self.thp_credit
+                .store((had + n).min(COLLAPSE_CREDIT_MAX), Relaxed); // a hint
         }
     }
 
     /// Takes one collapse's credit, if there is any.
     pub fn take_collapse_credit(&self) -> bool {
-        let c = &self.thp_credit.credit;
+        let c = &self.thp_credit;
         let mut v = c.load(Relaxed);
         while v > 0 {
             match c.compare_exchange_weak(v, v - 1, Relaxed, Relaxed) {
@@ -295,7 +296,7 @@ impl Zone {
 
     /// Gives back one collapse's credit taken and not used.
     pub fn return_collapse_credit(&self) {
-        self.thp_credit.credit.fetch_add(1, Relaxed);
+        self.thp_credit.fetch_add(1, Relaxed);
     }
 
     /// Pageblocks collapsed into huge pages so far.
@@ -309,27 +310,6 @@ impl Zone {
 const COLLAPSE_CREDIT_BYTES: usize = 32 << 20;
 /// Most collapses credit holds.
 const COLLAPSE_CREDIT_MAX: usize = 32;
-
-/// What collapses between ticks go by (see [`Zone::credit_collapses`]).
-pub(super) struct CollapseCredit {
-    /// The heap size credit was last given for.
-    peak: AtomicUsize,
-    /// Collapses paid for and not yet made.
-    credit: AtomicUsize,
-    /// Pageblocks may be marked to collapse: set when they are, cleared
-    /// when a walk finds none.
-    backlog: AtomicBool,
-}
-
-impl CollapseCredit {
-    pub(super) const fn new() -> CollapseCredit {
-        CollapseCredit {
-            peak: AtomicUsize::new(0),
-            credit: AtomicUsize::new(0),
-            backlog: AtomicBool::new(false),
-        }
-    }
-}
 
 /// The index of pageblock `pb` in section `h` (whose header is at the
 /// section's base).
