@@ -38,7 +38,7 @@
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crate::geometry::{PAGE_SIZE, SECTION_SIZE};
+use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
 use crate::page_alloc::zone::Budget;
 use crate::section;
@@ -331,12 +331,26 @@ impl HugeBlocks {
                     self.note_miss(&mut c, len);
                     return None;
                 };
+                // In place, else moved with its pages to where it fits (a
+                // block's mapping is its length and a page: the address
+                // space after it is often another's). Only a block that
+                // need not be aligned beyond a chunk moves.
                 // SAFETY: b is a cached huge block, ours under the lock;
-                // the watch lets go of it while it is resized.
-                if !unsafe { self.resize_watched(b, len) } {
+                // the watch lets go of it while it is resized or moved.
+                let grown = unsafe {
+                    if self.resize_watched(b, len) {
+                        Some(b)
+                    } else if align <= MAX_ORDER_BYTES {
+                        self.move_watched(&mut c, b, len)
+                    } else {
+                        None
+                    }
+                };
+                let Some(b) = grown else {
                     self.note_miss(&mut c, len);
                     return None; // the charge goes back
-                }
+                };
+                c.entries[i].block = b;
                 charge.keep();
                 // SAFETY: as above.
                 unsafe { (*b).len = len };
@@ -382,6 +396,31 @@ impl HugeBlocks {
             let ok = section::resize_huge(b.cast(), len);
             self.watch.resume(b);
             ok
+        }
+    }
+
+    /// [`section::move_huge`] with the block off the list of every block
+    /// and the watch meanwhile (their links would point at its old
+    /// place), and back on them at its new one. Returns the moved block,
+    /// or `None` (the block then untouched, and back on them).
+    ///
+    /// # Safety
+    /// As `section::move_huge`; `c` is the locked state.
+    unsafe fn move_watched(
+        &self,
+        c: &mut State,
+        b: *mut LargeBlock,
+        len: usize,
+    ) -> Option<*mut LargeBlock> {
+        // SAFETY: forwarded contract.
+        unsafe {
+            c.unlink(b);
+            self.watch.forget(b);
+            let moved = section::move_huge(b.cast(), len).map(|h| h.cast::<LargeBlock>());
+            let nb = moved.unwrap_or(b);
+            c.link(nb);
+            self.watch.resume(nb);
+            moved
         }
     }
 
@@ -574,17 +613,9 @@ impl HugeBlocks {
         // links would point at the old place).
         // SAFETY: the caller owns the block; on failure it stays as it was
         // and is put back.
-        let nb = unsafe {
-            self.state.lock().unlink(b);
-            self.watch.forget(b);
-            let moved = section::move_huge(b.cast(), new_len);
-            let nb = moved.map_or(b, |h| h.cast::<LargeBlock>());
-            self.state.lock().link(nb);
-            self.watch.resume(nb);
-            if moved.is_none() {
-                return core::ptr::null_mut(); // the charge goes back
-            }
-            nb
+        let moved = unsafe { self.move_watched(&mut self.state.lock(), b, new_len) };
+        let Some(nb) = moved else {
+            return core::ptr::null_mut(); // the charge goes back
         };
         charge.keep();
         // SAFETY: the moved block is ours.
