@@ -52,6 +52,7 @@ use crossbeam_utils::CachePadded;
 pub use buddy::{ZoneCounters, ZoneInner};
 pub use budget::{Budget, NO_LIMIT};
 pub use config::{ThpPolicy, ZoneConfig, DEFAULT_DIRTY_RATIO};
+use dirty::DirtyLimit;
 pub use fallback::StealRules;
 use watermark::{PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
 
@@ -150,11 +151,7 @@ impl Zone {
             thp_active: core::sync::atomic::AtomicBool::new(false),
             thp_collapsed: AtomicUsize::new(0),
             group_by_lifetime: core::sync::atomic::AtomicBool::new(true),
-            dirty: DirtyLimit {
-                ratio: AtomicUsize::new(0),
-                retry_at: AtomicUsize::new(0),
-                busy: core::sync::atomic::AtomicBool::new(false),
-            },
+            dirty: DirtyLimit::new(),
             release_gate: ForkGate::new(),
             process_heap: core::sync::atomic::AtomicBool::new(false),
             budget: Budget::new(),
@@ -424,7 +421,7 @@ impl Zone {
         let mut g = self.lock();
         g.inner.epoch = g.inner.epoch.wrapping_add(1);
         self.epoch.store(g.inner.epoch, Relaxed);
-        self.reset_dirty_retry();
+        self.dirty_tick();
     }
 
     /// The maintenance epoch: how many ticks have run (racy read).
@@ -618,17 +615,6 @@ fn publish_mirrors(g: &ZoneGuard<'_>) {
 struct FreeMirrors {
     free_pages: AtomicUsize,
     dirty_free_pages: AtomicUsize,
-}
-
-/// The dirty limit's state (`dirty.rs`).
-struct DirtyLimit {
-    /// Percent of the pages in use; 0: off.
-    ratio: AtomicUsize,
-    /// A limit the zone could not meet is not tried again until the
-    /// resident free pages reach this (0: no such wait).
-    retry_at: AtomicUsize,
-    /// A thread is releasing for the limit.
-    busy: core::sync::atomic::AtomicBool,
 }
 
 /// Page counts found by [`Zone::check_invariants`], by block kind.
