@@ -25,23 +25,24 @@
 //! to a cap: the zone's dirty limit (at least [`KEEP_MAX`]), and for huge
 //! blocks what they took at their recent peak (at least
 //! [`HUGE_KEEP_MAX`]) — the memory of the use's recent peak, which a
-//! producer and a consumer use again at the next high; at a thread's exit,
-//! where a program's work winds down, only the ratio of the use of the
-//! instant. Each tick takes an eighth off, down to [`KEEP_MIN`] and 0.
-//! jemalloc's decay
-//! and mimalloc's purge delay keep what is reused and let the rest go the
-//! same way, but purge only from later calls. While the zone's `keep` is at
-//! its least — nothing given back was needed again — a give-back also
-//! takes what the tick would from the freeing thread's caches (as at a
-//! tick it sees), the other threads' parked slabs and large bins, the
-//! exited threads' heaps and the pagesets (at a thread's exit, what the
-//! pagesets hold counts as waiting too), and takes whole released blocks
-//! offline. So a program that frees what it had and stops keeps at most
-//! `KEEP_MIN` and a step waiting; one that stops right after churning, at
-//! most the `keep`s it reached and a step.
+//! producer and a consumer use again at the next high; at a thread's
+//! exit, where a program's work winds down, only the ratio of the use of
+//! the instant; under a memory cgroup's limit, at most half the headroom
+//! left (`memcg.rs`). Each tick takes an eighth off, down to [`KEEP_MIN`]
+//! and 0. jemalloc's decay and mimalloc's purge delay keep what is reused
+//! and let the rest go the same way, but purge only from later calls.
+//! While the zone's `keep` is at its least — nothing given back was needed
+//! again — a give-back also takes what the tick would from the freeing
+//! thread's caches (as at a tick it sees), the other threads' parked slabs
+//! and large bins, the exited threads' heaps and the pagesets (at a
+//! thread's exit, what the pagesets hold counts as waiting too), and takes
+//! whole released blocks offline. So a program that frees what it had and
+//! stops keeps at most `KEEP_MIN` and a step waiting; one that stops right
+//! after churning, at most the `keep`s it reached and a step.
 //!
 //! With the background thread running, the tick gives memory back a tick
-//! after it went idle, and nothing here runs.
+//! after it went idle, and nothing here runs but what the memory cgroup's
+//! limit calls for (`memcg.rs`).
 
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -127,7 +128,7 @@ pub fn due_at_exit() -> bool {
 /// The most the zone's `keep` may be now: the dirty limit (what the
 /// zone's resident free memory may reach: a ratio of the pages in use, or
 /// what they are short of their recent peak, at least 8 MiB), or
-/// [`KEEP_MAX`] with the dirty limit off.
+/// [`KEEP_MAX`] with the dirty limit off; under the memory cgroup's share.
 /// A program that frees what it used keeps little; one that still holds
 /// much, or uses again what it frees, may keep it waiting, as between
 /// ticks. At a thread's exit (`at_exit`), where a program's work winds
@@ -136,19 +137,27 @@ pub fn due_at_exit() -> bool {
 /// (5,000 short threads left 66-86 MiB resident, not 12).
 fn keep_max(at_exit: bool) -> usize {
     let z = &PAGES.zone;
-    if z.dirty_ratio() == 0 {
+    let most = if z.dirty_ratio() == 0 {
         KEEP_MAX
     } else if at_exit {
         (z.dirty_limit_now() * PAGE_SIZE).max(KEEP_MAX)
     } else {
         (z.dirty_limit() * PAGE_SIZE).max(KEEP_MAX)
-    }
+    };
+    most.min(cgroup_share())
+}
+
+/// What the caches may hold under the memory cgroup's limit: half the
+/// headroom left (`usize::MAX` without a limit; `memcg.rs`).
+#[inline]
+fn cgroup_share() -> usize {
+    PAGES.zone.budget.headroom() / 2
 }
 
 /// The most the huge blocks' `keep` may be now: [`HUGE_KEEP_MAX`], or
 /// what the huge blocks took at their recent peak (the most seen at a
 /// give-back in this tick and the last, in use and cached) if that is
-/// more. A loop of big buffers reuses
+/// more; under the memory cgroup's share. A loop of big buffers reuses
 /// cached ones of every size it asks for; a producer hands them to a
 /// consumer, and between the two the blocks in use swing from many to
 /// none. A cached block serves a request only if it is as large (or grows
@@ -167,7 +176,7 @@ fn huge_keep_max(at_exit: bool) -> usize {
             .max(HUGE_PEAK[1].load(Relaxed))
             .max(HUGE.bytes())
     };
-    most.max(HUGE_KEEP_MAX)
+    most.max(HUGE_KEEP_MAX).min(cgroup_share())
 }
 
 /// Notes the bytes of huge blocks now, in use and cached (their peak in
@@ -188,6 +197,26 @@ fn zone_charged() -> usize {
 /// caller holds the tick lock (`tick.rs`): one give-back at a time, none
 /// while a tick runs or the allocator is held still. Never changes errno.
 pub fn give_back() {
+    give_back_with(false);
+}
+
+/// [`give_back`], and everything the caches hold goes too, as when
+/// nothing given back was needed again: the memory cgroup's limit is near
+/// (`memcg.rs`).
+pub fn give_back_everything() {
+    give_back_with(true);
+}
+
+/// Whether the caches hold more than the memory cgroup's headroom allows
+/// them: what waits for a tick and what the pagesets hold, past half the
+/// headroom (adding up the pagesets takes every pageset's lock: for the
+/// occasional look at the cgroup, not for a free).
+pub fn over_cgroup_share() -> bool {
+    let share = cgroup_share();
+    share < usize::MAX / 2 && waiting_bytes() + PAGES.pagesets.total_count() * PAGE_SIZE > share
+}
+
+fn give_back_with(everything: bool) {
     let saved = sys::errno();
     note_huge_bytes();
     let at_exit = tls::exited();
@@ -210,8 +239,8 @@ pub fn give_back() {
     // calling thread's caches (as at a tick it sees), the other threads'
     // parked slabs and large bins, the exited threads' heaps, the
     // pagesets. (A program that reuses what it frees keeps them: they
-    // are what it reuses first.)
-    let quiet = keep <= KEEP_MIN;
+    // are what it reuses first.) So too near the memory cgroup's limit.
+    let quiet = everything || keep <= KEEP_MIN;
     if quiet {
         flush_own_heap();
         let everywhere = PAGES.through(core::ptr::null(), false);

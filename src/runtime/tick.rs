@@ -70,6 +70,7 @@ pub fn tick() -> usize {
     );
     super::late::collect();
     give_back::on_tick();
+    super::memcg::on_tick();
     released
 }
 

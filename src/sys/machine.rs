@@ -1,6 +1,6 @@
 //! What the machine is, read without allocating: its CPUs (sysfs lists,
-//! affinity), the last-level cache slice, memory limits (cgroup v2 and v1,
-//! MemTotal), the program's name and the process's huge pages (smaps),
+//! affinity), the last-level cache slice, MemTotal (the memory cgroup is
+//! `memcg.rs`'s), the program's name and the process's huge pages (smaps),
 //! through small files read into fixed buffers. Part of the Linux backend
 //! of the platform contract (see `sys/mod.rs`); the memory and clock calls
 //! are in `linux.rs`.
@@ -165,13 +165,6 @@ pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
     best.map(|(_, size, sharers)| size / sharers as u64)
 }
 
-/// The memory limit of this process's cgroup, if it has one: cgroup v2
-/// `memory.max` (its own cgroup or the nearest ancestor that sets one),
-/// else cgroup v1 `memory.limit_in_bytes` (a value near 2^63 means none).
-pub fn cgroup_limit_bytes() -> Option<u64> {
-    cgroup_v2_max().or_else(cgroup_v1_limit)
-}
-
 /// Writes the program's name into `out`: the path it was executed by
 /// (the kernel's `AT_EXECFN`), else its name from /proc/self/comm.
 pub fn program_name<const N: usize>(out: &mut FixedBuf<N>) {
@@ -194,80 +187,6 @@ pub fn program_name<const N: usize>(out: &mut FixedBuf<N>) {
 /// Total RAM, from /proc/meminfo.
 pub fn mem_total_bytes() -> Option<u64> {
     mem_total()
-}
-
-/// The line of /proc/self/cgroup that starts with `prefix`, past it.
-fn cgroup_line(prefix: &[u8], f: impl FnOnce(&[u8]) -> Option<u64>) -> Option<u64> {
-    let cg = read_file(c"/proc/self/cgroup")?;
-    let line = cg
-        .as_bytes()
-        .split(|&c| c == b'\n')
-        .find(|l| l.starts_with(prefix))?;
-    f(line[prefix.len()..].trim_ascii())
-}
-
-/// The path of cgroup file `leaf` of the cgroup `rel` (as
-/// `/proc/self/cgroup` names it) under the hierarchy mounted at `root`;
-/// `None` if it does not fit.
-fn cgroup_file(root: &[u8], rel: &[u8], leaf: &[u8]) -> Option<FixedBuf<512>> {
-    let mut path = FixedBuf::<512>::new();
-    path.push_bytes(root);
-    if rel != b"/" {
-        path.push_bytes(rel);
-    }
-    path.push_bytes(leaf);
-    (!path.truncated).then_some(path)
-}
-
-fn cgroup_v2_max() -> Option<u64> {
-    // "0::/some/path" on a cgroup v2 system; walk up to the root, since a
-    // limit set on a parent binds its children too.
-    cgroup_line(b"0::", |rel| {
-        let mut rel = rel;
-        let mut best: Option<u64> = None;
-        loop {
-            let Some(mut path) = cgroup_file(b"/sys/fs/cgroup", rel, b"/memory.max") else {
-                return best;
-            };
-            // "max" means no limit at this level.
-            if let Some(v) = path
-                .as_cstr()
-                .and_then(read_file)
-                .and_then(|v| parse_u64(v.as_bytes()))
-            {
-                best = Some(best.map_or(v, |b| b.min(v)));
-            }
-            match rel.iter().rposition(|&c| c == b'/') {
-                Some(0) | None => {
-                    if rel == b"/" || rel.is_empty() {
-                        return best;
-                    }
-                    rel = b"/";
-                }
-                Some(i) => rel = &rel[..i],
-            }
-        }
-    })
-}
-
-fn cgroup_v1_limit() -> Option<u64> {
-    // "N:memory:/path" (the controller list may name several).
-    let cg = read_file(c"/proc/self/cgroup")?;
-    let rel = cg.as_bytes().split(|&c| c == b'\n').find_map(|l| {
-        let mut parts = l.splitn(3, |&c| c == b':');
-        let _id = parts.next()?;
-        let ctrls = parts.next()?;
-        let path = parts.next()?;
-        ctrls
-            .split(|&c| c == b',')
-            .any(|c| c == b"memory")
-            .then_some(path)
-    })?;
-    let rel = rel.trim_ascii();
-    let mut path = cgroup_file(b"/sys/fs/cgroup/memory", rel, b"/memory.limit_in_bytes")?;
-    let v = parse_u64(read_file(path.as_cstr()?)?.as_bytes())?;
-    // "No limit" reads as PAGE_COUNTER_MAX pages, about 2^63 bytes.
-    (v < 1 << 62).then_some(v)
 }
 
 fn mem_total() -> Option<u64> {
@@ -378,9 +297,6 @@ mod tests {
         assert_eq!(page_size(), 4096);
         assert!(nr_cpus_possible() >= nr_cpus_online());
         assert!(mem_total_bytes().unwrap() > 1 << 20);
-        if let Some(l) = cgroup_limit_bytes() {
-            assert!(l > 0);
-        }
         // The cache slice may be missing in odd containers; when present it
         // must be a sane size.
         if let Some(s) = llc_slice_bytes(0) {

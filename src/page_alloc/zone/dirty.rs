@@ -22,7 +22,7 @@
 //! nearly nothing and back many times a second, and a limit on the use of
 //! the instant gave back, at every low, the memory the next high faulted
 //! back in (one thread allocating 8 B - 16 MiB blocks, another freeing
-//! them: 4.3 GB madvised in 3 s, at a seventh of the throughput with the
+//! them: 5.5 GB madvised in 3 s, at a seventh of the throughput with the
 //! limit off). So the free memory of the recent peak may stay too: the
 //! limit is the larger of `dirty_ratio` percent of the pages in use and
 //! what they are short of their peak — the most seen in this tick and the
@@ -35,17 +35,23 @@
 //! at peak; the floor leaves it as it was.)
 //!
 //! The limit is never under [`DIRTY_MIN_PAGES`] or the high watermark, so
-//! a small heap is left to the tick. A limit the zone
+//! a small heap is left to the tick — unless the memory cgroup's limit is
+//! near (`budget.rs`, [`Budget::headroom`]): then the resident free pages
+//! may be at most half the headroom left, down to none. A limit the zone
 //! cannot meet (no resident free pageblock) is not tried again until
 //! another pageblock's worth of free memory is resident, or the next tick.
 //! One thread releases at a time; a free that finds another at it goes on.
+//!
+//! [`Budget::headroom`]: super::Budget::headroom
 
 use core::sync::atomic::{
     AtomicBool, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
 
-use crate::geometry::{MAX_ORDER_PAGES, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SIZE};
+use crate::geometry::{
+    MAX_ORDER_PAGES, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SHIFT, PAGE_SIZE,
+};
 
 use super::watermark::WMARK_HIGH;
 use super::Zone;
@@ -123,7 +129,8 @@ impl Zone {
         // The free memory of the recent peak, and the floor's worth of
         // gaps beside it (see the module docs).
         let peak_free = self.dirty.recent_peak().saturating_sub(in_use) + DIRTY_MIN_PAGES;
-        self.dirty_limit_now().max(peak_free)
+        self.dirty_limit_now()
+            .max(peak_free.min(self.cgroup_room()))
     }
 
     /// The dirty limit on the use of the instant alone, its recent peak
@@ -138,6 +145,12 @@ impl Zone {
         (self.pages_in_use().saturating_mul(ratio) / 100)
             .max(DIRTY_MIN_PAGES)
             .max(self.wmark(WMARK_HIGH))
+            .min(self.cgroup_room())
+    }
+
+    /// Half the memory cgroup's headroom, in pages (see the module docs).
+    fn cgroup_room(&self) -> usize {
+        (self.budget.headroom() / 2) >> PAGE_SHIFT
     }
 
     /// Called after memory went back to the zone: past the dirty limit,

@@ -226,14 +226,14 @@ impl Zone {
 
     /// Free pages an allocation can have now: the resident ones, and as
     /// many of the others (fresh or given back to the OS, not charged) as
-    /// the budget has room for. Racy read of the mirrors. Without a wall
-    /// this is every free page.
+    /// the budget has room for, under its wall and its memory cgroup's
+    /// target. Racy read of the mirrors. Without either this is every
+    /// free page.
     #[inline]
     pub fn available_pages(&self) -> usize {
         let free = self.free_pages();
         let dirty = self.dirty_free_pages().min(free);
-        let b = &self.budget;
-        let room = b.limit().saturating_sub(b.used()) >> crate::geometry::PAGE_SHIFT;
+        let room = self.budget.room() >> crate::geometry::PAGE_SHIFT;
         dirty + (free - dirty).min(room)
     }
 
