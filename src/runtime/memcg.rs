@@ -25,16 +25,17 @@
 //! nothing; close to it the caches empty.
 //!
 //! The usage is read (two small files) at each tick and whenever the
-//! budget has grown a step since the last read ([`after_alloc`], on the
-//! allocation paths that take memory from the zone or map a huge block: a
-//! load and a compare); the step is a quarter of the headroom, between 1
-//! and 64 MiB, so reads are rare far from the limit and come every MiB of
-//! growth at it. After a read, what waits past what the headroom allows
-//! goes back there and then (`give_back.rs`); within the reserve of the
-//! target, everything cached goes (the caller's caches, every pageset,
-//! every heap's parked slabs and large bins, the huge blocks' cache, the
-//! zone's resident free pages) — the kernel's memcg reclaim, done by the
-//! allocator that knows which pages are free.
+//! budget has grown a step since the last read ([`past_mark`], asked by
+//! `tick::after_growth` on the allocation paths that take memory from the
+//! zone or map a huge block: a load and a compare); the step is a quarter
+//! of the headroom, between 1 and 64 MiB, so reads are rare far from the
+//! limit and come every MiB of growth at it. After a read, what waits past
+//! what the headroom allows goes back there and then (`give_back.rs`);
+//! within the reserve of the target ([`near_limit`]), everything cached
+//! goes (the caller's caches, every pageset, every heap's parked slabs and
+//! large bins, the huge blocks' cache, the zone's resident free pages) —
+//! the kernel's memcg reclaim, done by the allocator that knows which
+//! pages are free.
 //!
 //! A limit that changes while the program runs is followed: every tick
 //! re-reads the limit of the level followed, and every
@@ -45,13 +46,10 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crate::page_alloc::zone::NO_LIMIT;
+use crate::page_alloc::zone::{Budget, NO_LIMIT};
 use crate::sys::{self, MemCgroup};
 
-use super::give_back;
-use super::process::PAGES;
 use super::settings::SETTINGS;
-use super::tick::TICK_LOCK;
 
 /// Ticks between two walks of the cgroup levels.
 pub const REFIND_TICKS: u32 = 8;
@@ -65,8 +63,8 @@ const RESERVE_MAX: usize = 128 << 20;
 const RESERVE_SHIFT: u32 = 5;
 
 /// The level followed. Written at init, before any other thread can read
-/// it, and afterwards only with the tick lock held, which every reader
-/// holds too.
+/// it, and afterwards only with the tick lock held (`tick.rs`), which
+/// every reader holds too.
 struct Followed(UnsafeCell<Option<MemCgroup>>);
 
 // SAFETY: see the type's docs: init, then the tick lock.
@@ -99,33 +97,41 @@ unsafe fn followed() -> &'static mut Option<MemCgroup> {
     unsafe { &mut *FOLLOWED.0.get() }
 }
 
+/// The directory `PCPALLOC_CGROUP` names: `None` for the process's own
+/// cgroup, `Some(None)` for none.
+fn named() -> Option<Option<&'static [u8]>> {
+    match SETTINGS.cgroup.get().map(|c| c.to_bytes()) {
+        Some(b"none") => Some(None),
+        Some(dir) => Some(Some(dir)),
+        None => None,
+    }
+}
+
 /// Finds the level to follow (at init, before anything else runs).
 /// Returns its limit in bytes: the memory the zone's formulas are sized
 /// from.
 pub fn init() -> Option<usize> {
-    let named = SETTINGS.cgroup.get().map(|c| c.to_bytes());
-    if named == Some(b"none") {
-        return None;
-    }
-    let m = sys::find_mem_cgroup(named)?;
+    let m = match named() {
+        Some(None) => return None,
+        Some(dir) => sys::find_mem_cgroup(dir)?,
+        None => sys::find_mem_cgroup(None)?,
+    };
     let limit = m.limit()? as usize;
     // SAFETY: initialisation: nothing else reads it yet.
     unsafe { *followed() = Some(m) };
     Some(limit)
 }
 
-/// After the zone is configured: the budget's target, and the first read
-/// of the usage.
-pub fn start() {
+/// After the zone is configured: `budget`'s target, and the first read of
+/// the usage.
+pub fn start(budget: &Budget) {
     // SAFETY: initialisation: nothing else reads it yet.
-    let m = unsafe { followed() };
-    follow(m);
+    follow(unsafe { followed() }, budget);
 }
 
-/// Reads the limit of `m` and what it holds; sets the budget's target and
+/// Reads the limit of `m` and what it holds; sets `budget`'s target and
 /// the next mark. No cgroup, or no limit: the budget has no target.
-fn follow(m: &Option<MemCgroup>) {
-    let budget = &PAGES.zone.budget;
+fn follow(m: &Option<MemCgroup>, budget: &Budget) {
     let Some(limit) = m.as_ref().and_then(|m| m.limit()) else {
         budget.set_cgroup_target(NO_LIMIT);
         LIMIT.store(0, Relaxed);
@@ -137,15 +143,16 @@ fn follow(m: &Option<MemCgroup>) {
     LIMIT.store(limit, Relaxed);
     RESERVE.store(reserve, Relaxed);
     budget.set_cgroup_target(limit.saturating_sub(reserve));
-    if let Some(m) = m {
-        read_usage(m);
-    }
+    read_level(m, budget);
 }
 
-/// Reads what `m` holds into the budget and sets the next mark: a step
-/// of growth away.
-fn read_usage(m: &MemCgroup) {
-    let budget = &PAGES.zone.budget;
+/// Reads what `m` holds into `budget` and sets the next mark: a step of
+/// growth away.
+fn read_level(m: &Option<MemCgroup>, budget: &Budget) {
+    let Some(m) = m else {
+        MARK.store(usize::MAX, Relaxed);
+        return;
+    };
     if let Some(u) = m.usage() {
         budget.note_cgroup_usage(u as usize);
         READS.fetch_add(1, Relaxed);
@@ -154,89 +161,58 @@ fn read_usage(m: &MemCgroup) {
     MARK.store(budget.used().saturating_add(step), Relaxed);
 }
 
-/// Whether the headroom left is within the reserve: everything cached
-/// goes back (see the module docs).
+/// Reads what the level followed holds into `budget` (see the module
+/// docs). The caller holds the tick lock.
+pub fn read_usage(budget: &Budget) {
+    // SAFETY: the caller holds the tick lock.
+    read_level(unsafe { followed() }, budget);
+}
+
+/// Whether `budget` has grown a step since the usage was last read: a
+/// load and a compare.
 #[inline]
-pub fn near_limit() -> bool {
-    PAGES.zone.budget.headroom() < RESERVE.load(Relaxed)
+pub fn past_mark(budget: &Budget) -> bool {
+    budget.used() > MARK.load(Relaxed)
 }
 
-/// On the allocation paths that take memory from the zone or map a huge
-/// block, after they did: past the mark, the usage is read and what the
-/// caches hold past the headroom goes back. A load and a compare.
+/// Whether the headroom left under `budget`'s target is within the
+/// reserve: everything cached goes back (see the module docs).
 #[inline]
-pub fn after_alloc() {
-    if PAGES.zone.budget.used() > MARK.load(Relaxed) {
-        after_alloc_cold();
-    }
+pub fn near_limit(budget: &Budget) -> bool {
+    budget.headroom() < RESERVE.load(Relaxed)
 }
 
-#[cold]
-#[inline(never)]
-fn after_alloc_cold() {
-    // A tick or a give-back under way reads and gives back too; the next
-    // allocation past the mark tries again.
-    if !TICK_LOCK.lock.try_lock() {
-        return;
-    }
-    let saved = sys::errno();
-    // SAFETY: the tick lock is held.
-    if let Some(m) = unsafe { followed() }.as_ref() {
-        read_usage(m);
-        give_back_if_due(m);
-    } else {
-        MARK.store(usize::MAX, Relaxed);
-    }
-    sys::set_errno(saved);
-    // SAFETY: taken just above.
-    unsafe { TICK_LOCK.lock.unlock() };
-}
-
-/// What the caches hold past what the headroom allows goes back — all
-/// of it, pagesets and heaps' caches too, within the reserve or when
-/// they hold more than half the headroom; then the usage is read again,
-/// so what went back counts. The tick lock is held.
-fn give_back_if_due(m: &MemCgroup) {
-    if near_limit() || give_back::over_cgroup_share() {
-        give_back::give_back_everything();
-    } else if give_back::due() {
-        give_back::give_back();
-    } else {
-        return;
-    }
+/// Counts a give-back a read led to.
+pub fn note_give_back() {
     GIVE_BACKS.fetch_add(1, Relaxed);
-    read_usage(m);
 }
 
 /// The tick (the tick lock is held): the limit and the usage are read
-/// again — the levels walked again every [`REFIND_TICKS`] ticks — and
-/// what waits past the headroom goes back.
-pub fn on_tick() {
+/// again — the levels walked again every [`REFIND_TICKS`] ticks.
+pub fn on_tick(budget: &Budget) {
     let ticks = TICKS.load(Relaxed).wrapping_add(1);
     TICKS.store(ticks, Relaxed);
     // SAFETY: the tick lock is held.
     let m = unsafe { followed() };
     if ticks.is_multiple_of(REFIND_TICKS) {
-        let named = SETTINGS.cgroup.get().map(|c| c.to_bytes());
-        if named != Some(b"none") {
-            *m = sys::find_mem_cgroup(named);
+        match named() {
+            Some(None) => {}
+            Some(dir) => *m = sys::find_mem_cgroup(dir),
+            None => *m = sys::find_mem_cgroup(None),
         }
     }
-    follow(m);
-    if let Some(m) = m.as_ref() {
-        give_back_if_due(m);
-    }
+    follow(m, budget);
 }
 
 /// The memory cgroup's counters: the limit followed (0: none), what the
-/// cgroup held at the last read, the reads and the give-backs they led
-/// to.
-pub fn counters() -> [u64; 4] {
+/// cgroup holds as `budget` tells it, the reads and the give-backs they
+/// led to.
+pub fn counters(budget: &Budget) -> [u64; 4] {
     let limit = LIMIT.load(Relaxed);
     let usage = if limit == 0 {
         0
     } else {
-        PAGES.zone.budget.cgroup_pressure()
+        budget.cgroup_pressure()
     };
     [
         limit as u64,

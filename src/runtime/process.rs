@@ -169,7 +169,7 @@ fn init() -> bool {
         },
     });
     PAGES.zone.mark_process_heap();
-    super::memcg::start();
+    super::memcg::start(&PAGES.zone.budget);
     PAGES.set_knobs(settings::env_knobs());
     let batch = PAGES.zone.pcp_params().batch;
     let fhb = sys::llc_slice_bytes(0).is_some_and(|s| tune::free_high_batch(s, batch));

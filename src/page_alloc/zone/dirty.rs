@@ -66,25 +66,10 @@ const DIRTY_KEEP_SHIFT: u32 = 3;
 /// milliseconds of madvise at worst).
 const DIRTY_STEP_BYTES: usize = 64 << 20;
 
-/// The dirty limit's state (see the module docs).
-pub(super) struct DirtyLimit {
-    /// Percent of the pages in use; 0: off.
-    pub(super) ratio: AtomicUsize,
-    /// A limit the zone could not meet is not tried again until the
-    /// resident free pages reach this (0: no such wait).
-    retry_at: AtomicUsize,
-    /// A thread is releasing for the limit.
-    busy: AtomicBool,
-    /// The most pages in use seen in this tick, and in the last one (seen
-    /// where the zone charges pages it hands out, and at each free that
-    /// checks the limit while no block is isolated; racy maxima, a hint).
-    peak: [AtomicUsize; 2],
-}
-
-impl DirtyLimit {
+impl super::DirtyLimit {
     /// Off (ratio 0), nothing seen.
-    pub(super) const fn new() -> DirtyLimit {
-        DirtyLimit {
+    pub(super) const fn new() -> super::DirtyLimit {
+        super::DirtyLimit {
             ratio: AtomicUsize::new(0),
             retry_at: AtomicUsize::new(0),
             busy: AtomicBool::new(false),

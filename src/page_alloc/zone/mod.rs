@@ -52,7 +52,6 @@ use crossbeam_utils::CachePadded;
 pub use buddy::{ZoneCounters, ZoneInner};
 pub use budget::{Budget, NO_LIMIT};
 pub use config::{ThpPolicy, ZoneConfig, DEFAULT_DIRTY_RATIO};
-use dirty::DirtyLimit;
 pub use fallback::StealRules;
 use watermark::{PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
 
@@ -615,6 +614,21 @@ fn publish_mirrors(g: &ZoneGuard<'_>) {
 struct FreeMirrors {
     free_pages: AtomicUsize,
     dirty_free_pages: AtomicUsize,
+}
+
+/// The dirty limit's state (`dirty.rs`).
+struct DirtyLimit {
+    /// Percent of the pages in use; 0: off.
+    ratio: AtomicUsize,
+    /// A limit the zone could not meet is not tried again until the
+    /// resident free pages reach this (0: no such wait).
+    retry_at: AtomicUsize,
+    /// A thread is releasing for the limit.
+    busy: core::sync::atomic::AtomicBool,
+    /// The most pages in use seen in this tick, and in the last one (seen
+    /// where the zone charges pages it hands out, and at each free that
+    /// checks the limit while no block is isolated; racy maxima, a hint).
+    peak: [AtomicUsize; 2],
 }
 
 /// Page counts found by [`Zone::check_invariants`], by block kind.
