@@ -313,6 +313,12 @@ impl Config {
         set!(self, "PCPALLOC_GROUPING", ConfigValue::Text(v))
     }
 
+    /// `PCPALLOC_CGROUP`: the memory cgroup directory whose limit the heap
+    /// keeps clear of, instead of the process's own; `"none"` for none.
+    pub const fn cgroup(mut self, dir: &'static str) -> Config {
+        set!(self, "PCPALLOC_CGROUP", ConfigValue::Text(dir))
+    }
+
     /// The settings, for the runtime: each value through its setting's
     /// parser.
     pub(crate) fn apply(&self) {

@@ -31,11 +31,12 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
         .trace(TRACE)
         .steal(PageStealing::Linux3_19)
         .grouping(Grouping::Mobility)
-        .huge_pages(HugePages::Never),
+        .huge_pages(HugePages::Never)
+        .cgroup("none"),
 );
 
 /// What the report says of every setting, with the config above.
-const EXPECTED: [(&str, &str); 16] = [
+const EXPECTED: [(&str, &str); 17] = [
     ("PCPALLOC_MEMORY_LIMIT", "3221225472"),
     ("PCPALLOC_PCP", "thread"),
     ("PCPALLOC_BATCH_SCALE_MAX", "3"),
@@ -55,6 +56,7 @@ const EXPECTED: [(&str, &str); 16] = [
     ("PCPALLOC_STEAL", "baseline"),
     ("PCPALLOC_GROUPING", "mobility"),
     ("PCPALLOC_THP", "never"),
+    ("PCPALLOC_CGROUP", "none"),
 ];
 
 /// Prints the report (run by the next test in a child process).

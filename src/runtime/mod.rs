@@ -17,6 +17,7 @@
 //! - `tick.rs`: when the maintenance tick runs (its background thread,
 //!   when asked for);
 //! - `give_back.rs`: what a free gives back at once, with no thread;
+//! - `memcg.rs`: the memory cgroup's limit, kept clear of;
 //! - `fork.rs`: the fork handlers and the list of every lock;
 //! - `report.rs`: the counters and the invariant checks;
 //! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
@@ -32,6 +33,7 @@ pub mod fork;
 pub mod give_back;
 pub mod hooks;
 pub mod late;
+pub mod memcg;
 pub mod path_setting;
 pub mod paths;
 pub mod process;

@@ -94,6 +94,9 @@ pub struct Settings {
     /// Where the trace goes (`PCPALLOC_TRACE`: PREFIX.<pid>; unset: no
     /// trace).
     pub trace_prefix: PathSetting,
+    /// The memory cgroup directory followed (`PCPALLOC_CGROUP`; unset:
+    /// the process's own; `none`: none).
+    pub cgroup: PathSetting,
 }
 
 /// The init-time settings.
@@ -111,6 +114,7 @@ pub static SETTINGS: Settings = Settings {
     thp: AtomicU32::new(ThpPolicy::DEFAULT as u32),
     stats_file: PathSetting::new(),
     trace_prefix: PathSetting::new(),
+    cgroup: PathSetting::new(),
 };
 
 impl Settings {
@@ -243,7 +247,7 @@ pub struct Tunable {
 pub static TUNABLES: &[Tunable] = &TABLE;
 
 /// How many settings there are.
-pub const NR_TUNABLES: usize = 16;
+pub const NR_TUNABLES: usize = 17;
 
 /// The index of the setting `name` in [`TUNABLES`] (a compile-time error
 /// in a constant when there is none).
@@ -562,6 +566,16 @@ const TABLE: [Tunable; NR_TUNABLES] = [
             Ok(())
         },
         show: |w, _| w.write_str(ThpPolicy::from_u32(SETTINGS.thp.load(Relaxed)).name()),
+    },
+    Tunable {
+        name: "PCPALLOC_CGROUP",
+        config: "cgroup",
+        at_run_time: AtRunTime::Never,
+        values: "a cgroup directory, or `none`",
+        default: "(own)",
+        doc: "The memory cgroup whose limit the heap keeps clear of (v2 memory.max and memory.high, v1 memory.limit_in_bytes, with the usage beside them): by default the level of least limit from the process's own cgroup up; a directory to follow that one (a hierarchy mounted elsewhere); none for no cgroup.",
+        apply: |v| SETTINGS.cgroup.set(v),
+        show: |w, _| SETTINGS.cgroup.show(w, "(own)"),
     },
 ];
 

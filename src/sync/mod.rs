@@ -676,6 +676,12 @@ impl ForkGate {
         Some(ForkGateGuard { gate: self })
     }
 
+    /// Whether no thread is inside (racy: a hint).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.word.load(Ordering::Relaxed) == 0
+    }
+
     /// Before fork: closes the gate and waits for the threads inside.
     pub fn close_for_fork(&self) {
         self.word.fetch_or(Self::CLOSED, Ordering::AcqRel);

@@ -14,6 +14,7 @@
 mod inject;
 mod linux;
 mod machine;
+mod memcg;
 
 pub use inject::inject_map_failures;
 
@@ -25,6 +26,7 @@ pub use linux::{
     write_stderr, yield_now,
 };
 pub use machine::{
-    cgroup_limit_bytes, huge_page_bytes, llc_slice_bytes, mem_total_bytes, nr_cpus_online,
-    nr_cpus_possible, program_name,
+    huge_page_bytes, llc_slice_bytes, mem_total_bytes, nr_cpus_online, nr_cpus_possible,
+    program_name,
 };
+pub use memcg::{find_mem_cgroup, MemCgroup};
