@@ -77,6 +77,7 @@
 mod config;
 mod geometry;
 mod global;
+mod heap_profile;
 mod large;
 mod maint;
 mod malloc;
@@ -180,6 +181,35 @@ pub fn trim() -> usize {
     runtime::trim()
 }
 
+/// The heap profile (`PCPALLOC_PROFILE`, [`Config::profile`]): sampled
+/// allocations with their call stacks, written in pprof's format; see the
+/// README's heap profile section. `pcpalloc-prof` (the repository's
+/// `prof/` crate) symbolises a profile and draws its flame graph.
+pub mod profile {
+    pub use crate::heap_profile::Summary;
+
+    /// Writes the heap profile now: to `path` (each `%p` becomes the
+    /// process id), or with `None` to the `PCPALLOC_PROFILE_FILE` path
+    /// followed by `.1`, `.2`… — what was sampled so far, live and
+    /// allocated bytes by stack. Does not allocate. C:
+    /// `pcpalloc_profile_dump(path)`.
+    pub fn dump(path: Option<&str>) -> std::io::Result<()> {
+        if path.is_some_and(|p| p.contains('\0')) {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        }
+        match crate::runtime::sampled::dump(path.map(str::as_bytes)) {
+            0 => Ok(()),
+            e => Err(std::io::Error::from_raw_os_error(e)),
+        }
+    }
+
+    /// What the profile holds now: samples taken, those still live and
+    /// the bytes they stand for, distinct stacks.
+    pub fn summary() -> Summary {
+        crate::heap_profile::summary()
+    }
+}
+
 /// The types of a stats snapshot.
 pub mod stats {
     pub use crate::large::huge::HugeUsage;
@@ -243,6 +273,12 @@ pub mod internals {
 
     use crate::page::LargeBlock as Block;
     use crate::runtime::{self, PAGES};
+
+    /// Writes the heap profile to `path` (`None`: the configured one with
+    /// a number); 0 or an errno (the C face of [`crate::profile::dump`]).
+    pub fn profile_dump(path: Option<&[u8]>) -> i32 {
+        runtime::sampled::dump(path)
+    }
 
     /// The allocator's own page allocator.
     pub fn page_allocator() -> &'static PageAllocator {

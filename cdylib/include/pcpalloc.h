@@ -71,6 +71,14 @@ struct pcpalloc_thread_stats {
  * NULL out. */
 int pcpalloc_thread_stats(struct pcpalloc_thread_stats *out);
 
+/* Writes the heap profile (PCPALLOC_PROFILE=1: sampled allocations with
+ * their call stacks, in pprof's format) now: to path (each %p becomes the
+ * process id), or for NULL to the PCPALLOC_PROFILE_FILE path followed by
+ * ".1", ".2"... Returns 0, or an errno: the file's creation's, EIO for a
+ * failed write, ENOSYS if the allocator could not start. Does not
+ * allocate. An empty profile is written when nothing was sampled. */
+int pcpalloc_profile_dump(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

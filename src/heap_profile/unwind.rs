@@ -1,0 +1,154 @@
+//! A sample's call stack, by libgcc's DWARF unwinder (`_Unwind_Backtrace`,
+//! what glibc's `backtrace()` and Rust's backtraces use), which follows
+//! the call frame information every x86-64 object carries (`.eh_frame`):
+//! frame pointers cannot be trusted — Debian builds its libraries without
+//! them, and so does Rust's release profile.
+//!
+//! Why it is safe inside `malloc`: libgcc is linked, not loaded on first
+//! use (glibc's `backtrace()` dlopens it, which allocates and takes the
+//! loader's lock); its one first-use initialisation is a `pthread_once`
+//! that does not allocate; and it finds each frame's unwind table with
+//! glibc's `_dl_find_object` (glibc 2.35 and libgcc 12 on), which takes no
+//! lock and does not allocate — older pairs go through `dl_iterate_phdr`,
+//! whose lock is recursive and under which glibc does not allocate. The
+//! one lock libgcc takes is for unwind tables registered at run time
+//! (`__register_frame`, used by JIT compilers), and only in libgcc 12 and
+//! older: the first search of each such table sorts it with `malloc`
+//! under that lock. The thread that takes a sample marks itself busy, so
+//! an allocation the unwinder makes is not sampled again; what remains is
+//! a JIT program whose own unwinding allocates there at the moment a
+//! sample of that same allocation unwinds (see the README).
+//!
+//! The first frames are the allocator's own: when pcpalloc is a shared
+//! object of its own (`libpcpalloc.so` under `LD_PRELOAD`), every frame
+//! inside its text is left out; linked into a Rust program, its frames
+//! are the program's text too, and the symbolising tool drops them by
+//! name.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+
+use super::maps;
+
+/// Most frames a sample keeps.
+pub const MAX_FRAMES: usize = 64;
+
+/// libgcc's unwinder (`unwind.h`).
+mod ffi {
+    use core::ffi::{c_int, c_void};
+
+    /// `_Unwind_Reason_Code`: go on with the next frame.
+    pub const URC_NO_REASON: c_int = 0;
+    /// `_Unwind_Reason_Code`: stop.
+    pub const URC_END_OF_STACK: c_int = 5;
+
+    pub type Trace = extern "C" fn(ctx: *mut c_void, arg: *mut c_void) -> c_int;
+
+    extern "C" {
+        pub fn _Unwind_Backtrace(trace: Trace, arg: *mut c_void) -> c_int;
+        pub fn _Unwind_GetIPInfo(ctx: *mut c_void, ip_before_insn: *mut c_int) -> usize;
+    }
+}
+
+const UNPREPARED: u8 = 0;
+const PREPARING: u8 = 1;
+const PREPARED: u8 = 2;
+
+static STATE: AtomicU8 = AtomicU8::new(UNPREPARED);
+/// The allocator's own text, left out of stacks (empty when linked into
+/// the program).
+static OWN_START: AtomicUsize = AtomicUsize::new(0);
+static OWN_END: AtomicUsize = AtomicUsize::new(0);
+
+/// A stack being captured.
+struct Capture<'a> {
+    frames: &'a mut [usize; MAX_FRAMES],
+    n: usize,
+    own: (usize, usize),
+}
+
+extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
+    // SAFETY: arg is the Capture `capture` passed, alive for the walk.
+    let c = unsafe { &mut *arg.cast::<Capture<'_>>() };
+    let mut before: c_int = 0;
+    // SAFETY: ctx is the unwinder's context for this frame.
+    let ip = unsafe { ffi::_Unwind_GetIPInfo(ctx, &mut before) };
+    if ip == 0 {
+        return ffi::URC_END_OF_STACK;
+    }
+    // A return address points after its call: step back into the call
+    // (a signal frame's address is the interrupted instruction itself).
+    let pc = if before != 0 { ip } else { ip - 1 };
+    if c.n == 0 && pc >= c.own.0 && pc < c.own.1 {
+        return ffi::URC_NO_REASON;
+    }
+    c.frames[c.n] = pc;
+    c.n += 1;
+    if c.n == MAX_FRAMES {
+        ffi::URC_END_OF_STACK
+    } else {
+        ffi::URC_NO_REASON
+    }
+}
+
+/// Fills `frames` with the calling thread's stack, innermost first (the
+/// allocator's own frames left out where they can be told apart); returns
+/// how many. The caller marks itself busy first (see the module docs).
+pub fn capture(frames: &mut [usize; MAX_FRAMES]) -> usize {
+    prepare();
+    let mut c = Capture {
+        frames,
+        n: 0,
+        own: (OWN_START.load(Relaxed), OWN_END.load(Relaxed)),
+    };
+    // SAFETY: on_frame matches the callback type and reads `c` only.
+    unsafe {
+        ffi::_Unwind_Backtrace(on_frame, (&mut c as *mut Capture<'_>).cast());
+    }
+    c.n
+}
+
+/// Once per process, at a point where nothing is held (a sample's start,
+/// or the library's constructor): finds the allocator's own text and runs
+/// the unwinder once, so that its first-use work is done. Other threads
+/// arriving meanwhile go on without the own-text range.
+pub fn prepare() {
+    if STATE.load(Acquire) == PREPARED
+        || STATE
+            .compare_exchange(UNPREPARED, PREPARING, Acquire, Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let here = prepare as *const () as usize;
+    // SAFETY: getauxval has no preconditions.
+    let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
+    let mut own = (0, 0);
+    let mut own_inode = 0;
+    let mut program_inode = 0;
+    maps::for_each(|m| {
+        if m.start <= here && here < m.end {
+            own = (m.start, m.end);
+            own_inode = m.inode;
+        }
+        if m.start <= entry && entry < m.end {
+            program_inode = m.inode;
+        }
+    });
+    // Linked into the program, the allocator's text is the program's.
+    if own_inode != 0 && own_inode != program_inode {
+        OWN_START.store(own.0, Relaxed);
+        OWN_END.store(own.1, Relaxed);
+    }
+    let mut frames = [0usize; MAX_FRAMES];
+    let mut c = Capture {
+        frames: &mut frames,
+        n: 0,
+        own: (0, 0),
+    };
+    // SAFETY: as in capture.
+    unsafe {
+        ffi::_Unwind_Backtrace(on_frame, (&mut c as *mut Capture<'_>).cast());
+    }
+    STATE.store(PREPARED, Release);
+}
