@@ -188,8 +188,14 @@ impl Profile {
                 let Some(l) = locations.get(id) else { continue };
                 let m = mappings.get(&l.mapping_id).copied();
                 let file = m.map(|m| self.string(m.filename)).unwrap_or_default();
-                let ours = file.ends_with("libpcpalloc.so");
-                for name in sym.names(m, &file, l.address) {
+                let (names, function) = sym.names(m, &file, l.address);
+                // The allocator's code: its library, or (linked into the
+                // program) a function of its whose symbol says so — the
+                // functions inlined into it too, whose DWARF names are
+                // short.
+                let ours = file.ends_with("libpcpalloc.so")
+                    || function.as_deref().is_some_and(is_allocator_frame);
+                for name in names {
                     frames.push((name, ours));
                 }
             }
@@ -310,9 +316,22 @@ impl Obj {
             .map(|&(o, _, a)| a + (off - o))
     }
 
+    /// The symbol of the function that covers `addr` (the file's
+    /// address), demangled.
+    fn symbol(&self, addr: u64) -> Option<String> {
+        let i = self.symbols.partition_point(|s| s.0 <= addr);
+        let (start, size, name) = &self.symbols[i.checked_sub(1)?];
+        (*size == 0 || addr < start + size).then(|| {
+            let n = addr2line::demangle_auto(name.as_str().into(), None);
+            without_hash(&n).to_string()
+        })
+    }
+
     /// The function names at `addr` (the file's address), innermost
-    /// first: DWARF's frames, else the symbol that covers it.
-    fn names(&self, addr: u64) -> Vec<String> {
+    /// first: DWARF's frames (the outermost, the function itself, by its
+    /// symbol's full name when it has one), else the symbol that covers
+    /// it; and that symbol's name.
+    fn names(&self, addr: u64) -> (Vec<String>, Option<String>) {
         let mut names = Vec::new();
         if let Ok(mut frames) = self.loader.find_frames(addr) {
             while let Ok(Some(f)) = frames.next() {
@@ -323,17 +342,14 @@ impl Obj {
                 }
             }
         }
-        if names.is_empty() {
-            let i = self.symbols.partition_point(|s| s.0 <= addr);
-            if i > 0 {
-                let (start, size, name) = &self.symbols[i - 1];
-                if size == &0 || addr < start + size {
-                    let n = addr2line::demangle_auto(name.as_str().into(), None);
-                    names.push(without_hash(&n).to_string());
-                }
+        let symbol = self.symbol(addr);
+        if let Some(s) = &symbol {
+            match names.last_mut() {
+                Some(last) => *last = s.clone(),
+                None => names.push(s.clone()),
             }
         }
-        names
+        (names, symbol)
     }
 }
 
@@ -345,10 +361,16 @@ struct Symboliser {
 
 impl Symboliser {
     /// The names at `addr` of mapping `m` of file `file`, innermost first
-    /// (`file+0xoffset` when nothing names it).
-    fn names(&mut self, m: Option<&Mapping>, file: &str, addr: u64) -> Vec<String> {
+    /// (`file+0xoffset` when nothing names it), and the symbol of the
+    /// function there.
+    fn names(
+        &mut self,
+        m: Option<&Mapping>,
+        file: &str,
+        addr: u64,
+    ) -> (Vec<String>, Option<String>) {
         let Some(m) = m else {
-            return vec![format!("0x{addr:x}")];
+            return (vec![format!("0x{addr:x}")], None);
         };
         let off = addr - m.memory_start + m.file_offset;
         let obj = self
@@ -359,14 +381,14 @@ impl Symboliser {
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_else(|| file.to_string());
-        let names = obj
+        let (names, symbol) = obj
             .as_ref()
             .and_then(|o| Some(o.names(o.address_of(off)?)))
             .unwrap_or_default();
         if names.is_empty() {
-            vec![format!("{base}+0x{off:x}")]
+            (vec![format!("{base}+0x{off:x}")], symbol)
         } else {
-            names
+            (names, symbol)
         }
     }
 }
