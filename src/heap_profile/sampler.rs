@@ -71,12 +71,19 @@ impl<const N: usize> Sampler<N> {
     }
 
     /// Draws every countdown again if the rate changed since they were
-    /// drawn (or never were), seeding with `seed` the first time. True if
-    /// it did: the caller then caps what its bins may hand out.
-    pub fn sync(&mut self, rate: Rate, sizes: &[u32; N], seed: u64) -> bool {
+    /// drawn (or never were), seeding with `seed()` the first time. True
+    /// if it did: the caller then caps what its bins may hand out.
+    #[inline]
+    pub fn sync(&mut self, rate: Rate, sizes: &[u32; N], seed: impl FnOnce() -> u64) -> bool {
         if self.generation == rate.generation && self.rng != 0 {
             return false;
         }
+        self.redraw(rate, sizes, seed());
+        true
+    }
+
+    #[cold]
+    fn redraw(&mut self, rate: Rate, sizes: &[u32; N], seed: u64) {
         if self.rng == 0 {
             self.rng = seed | 1;
         }
@@ -85,7 +92,13 @@ impl<const N: usize> Sampler<N> {
             self.until[class] = self.draw_objects(rate.mean, sizes[class]);
         }
         self.large_until = self.draw_bytes(rate.mean);
-        true
+    }
+
+    /// Whether the countdowns follow `rate` (drawn for it, and not inside
+    /// a sample).
+    #[inline]
+    pub fn ready(&self, rate: Rate) -> bool {
+        self.generation == rate.generation && self.rng != 0 && !self.busy
     }
 
     /// Whether the next allocation of small class `class` is sampled.
@@ -100,6 +113,13 @@ impl<const N: usize> Sampler<N> {
     pub fn count_small(&mut self, class: usize, n: u32) {
         debug_assert!(n <= self.until[class]);
         self.until[class] -= n;
+    }
+
+    /// The countdown of small class `class`, for a caller that counts
+    /// the allocations it lets go unsampled off it at once.
+    #[inline]
+    pub fn small_countdown(&mut self, class: usize) -> &mut u32 {
+        &mut self.until[class]
     }
 
     /// The allocations of small class `class` that may go unsampled from
@@ -211,7 +231,7 @@ mod tests {
                 generation: 1,
             },
             &sizes,
-            42,
+            || 42,
         );
         let (mut total, rounds) = (0u64, 20_000);
         for _ in 0..rounds {
@@ -237,7 +257,7 @@ mod tests {
                 generation: 1,
             },
             &sizes,
-            7,
+            || 7,
         );
         let hits = (0..20_000)
             .filter(|_| s.count_large(256 << 10, 1 << 20))
@@ -257,7 +277,7 @@ mod tests {
                 generation: 1
             },
             &sizes,
-            3
+            || 3,
         ));
         assert!(!s.sync(
             Rate {
@@ -265,7 +285,7 @@ mod tests {
                 generation: 1
             },
             &sizes,
-            3
+            || 3,
         ));
         assert!(s.sync(
             Rate {
@@ -273,7 +293,7 @@ mod tests {
                 generation: 2
             },
             &sizes,
-            3
+            || 3,
         ));
         let g = s.grant_small(1, u32::MAX);
         assert!(s.small_due(1));

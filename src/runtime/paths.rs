@@ -30,6 +30,15 @@ use super::{hooks, late, reclaim, record, sampled, tick, tls};
 #[cold]
 #[inline(never)]
 pub fn alloc_small_slow(class: usize) -> *mut u8 {
+    if profile::sampling() {
+        // The common visit while sampling: a bin out of credit, objects on
+        // it, no sample due.
+        // SAFETY: the TLS heap is this thread's, or the empty heap.
+        let p = unsafe { sampled::recredit(tls::heap(), class) };
+        if !p.is_null() {
+            return p;
+        }
+    }
     out_of_memory_if_null(alloc_small(class))
 }
 

@@ -62,6 +62,31 @@ enum Small {
     Busy,
 }
 
+/// The bin of `class` of heap `h` ran out of credit with objects on it
+/// and no sample of the class is due: it gets credit for as many as the
+/// countdown allows and pops one. Null (nothing done) in every other case,
+/// which [`alloc_small`] sorts out.
+///
+/// # Safety
+/// `h` is the calling thread's heap, or the empty heap.
+#[inline(always)]
+pub unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: the empty heap is only compared; this thread owns any other.
+    unsafe {
+        if (*h).is_empty_heap() {
+            return core::ptr::null_mut();
+        }
+        let mut o = (*h).owned();
+        let l = o.local();
+        if !l.profile.ready(profile::rate()) {
+            return core::ptr::null_mut();
+        }
+        // Null when the countdown is out (a sample is due) or the bin empty.
+        l.bins
+            .recredit_and_pop(class, l.profile.small_countdown(class))
+    }
+}
+
 /// The small-object slow path of heap `h` for `class` while sampling;
 /// `plain` is the slow path without the profile (it refills the bin if
 /// it is empty and pops an object off it), `page_block` allocates a
@@ -87,7 +112,7 @@ pub unsafe fn alloc_small(
         if l.profile.busy {
             Small::Busy
         } else {
-            if l.profile.sync(rate, &CLASS_SIZE, seed(h)) {
+            if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
                 // New countdowns: no bin may hand out more than its own.
                 for c in 0..NR_CLASSES {
                     let g = l.profile.grant_small(c, l.bins.credit(c));
@@ -160,7 +185,7 @@ pub fn alloc_big(size: usize, plain: impl FnOnce() -> *mut u8) -> *mut u8 {
             if l.profile.busy {
                 false
             } else {
-                if l.profile.sync(rate, &CLASS_SIZE, seed(h)) {
+                if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
                     for c in 0..NR_CLASSES {
                         let g = l.profile.grant_small(c, l.bins.credit(c));
                         l.bins.set_credit(c, g);
@@ -314,12 +339,13 @@ fn write_to_path(path: &[u8], suffix: &[u8]) -> i32 {
     }
 }
 
-/// At the process's exit, if anything was ever sampled: the profile to its
+/// At the process's exit, if anything was sampled: the profile to its
 /// file, and one line on stderr with the leak report's summary — the
-/// sampled blocks still live.
+/// sampled blocks still live. (A process that allocated too little for a
+/// sample — a shell a script runs — writes nothing.)
 pub fn at_exit() {
     let s = profile::summary();
-    if !profile::sampling() && s.samples == 0 {
+    if s.samples == 0 {
         return;
     }
     let e = write_file(None);

@@ -317,6 +317,26 @@ impl Bins {
         );
     }
 
+    /// Gives the bin of `class`, out of credit, credit for its objects up
+    /// to `*allow` (which it takes them from) and pops one; null for an
+    /// empty bin or no allowance (nothing changed then).
+    #[inline(always)]
+    pub fn recredit_and_pop(&mut self, class: usize, allow: &mut u32) -> *mut u8 {
+        let r = &self.bins[class].state;
+        let s = r.load(Relaxed);
+        let n = length_in(s, self.limit[class]);
+        let g = n.min(*allow);
+        if g == 0 {
+            return core::ptr::null_mut();
+        }
+        debug_assert_eq!(credit_in(s), 0);
+        *allow -= g;
+        // Only the credit field changes: from 0 to g.
+        r.store(s + (u64::from(g) << COUNT_SHIFT), Relaxed);
+        // SAFETY: the list holds n ≥ g ≥ 1 objects of ours (invariant).
+        unsafe { self.pop(class) }
+    }
+
     /// The bin of `class` ran out of credit: if objects are on it still
     /// (pushed while pushes gave no credit), every one of them may be
     /// popped again, and true is returned; false for an empty bin.
