@@ -370,6 +370,10 @@ impl Symboliser {
         addr: u64,
     ) -> (Vec<String>, Option<String>) {
         let Some(m) = m else {
+            // pcpalloc ends a stack cut at 64 frames with address 1.
+            if addr == 1 {
+                return (vec!["[more frames]".into()], None);
+            }
             return (vec![format!("0x{addr:x}")], None);
         };
         let off = addr - m.memory_start + m.file_offset;
@@ -415,16 +419,19 @@ pub fn folded(stacks: &[Stack], m: Measure) -> Vec<String> {
     lines
 }
 
-/// Writes the flame graph of `stacks` for measure `m` as SVG.
+/// Writes the flame graph of `stacks` for measure `m` as SVG, leaving out
+/// frames narrower than `min_width` percent of the whole.
 pub fn flame_graph(
     stacks: &[Stack],
     m: Measure,
     title: &str,
+    min_width: f64,
     out: impl std::io::Write,
 ) -> Result<(), Error> {
     let lines = folded(stacks, m);
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
+    opts.min_width = min_width;
     opts.count_name = "bytes".to_string();
     opts.name_type = "Function:".to_string();
     if lines.is_empty() {

@@ -1,5 +1,6 @@
 //! `pcpalloc-prof PROFILE [--svg OUT.svg] [--folded OUT.txt] [--top N]
-//! [--alloc] [--title TEXT] [--depth N] [--all-frames]`: symbolises a heap
+//! [--alloc] [--title TEXT] [--depth N] [--min-width PCT] [--all-frames]`:
+//! symbolises a heap
 //! profile pcpalloc wrote (`PCPALLOC_PROFILE`) and prints the stacks that
 //! hold the most bytes; `--svg` draws the flame graph, `--folded` writes
 //! the folded stacks other flame-graph tools read. Live bytes by default
@@ -10,7 +11,7 @@ use std::process::ExitCode;
 
 use pcpalloc_prof::{flame_graph, folded, human, top, Measure, Profile};
 
-const USAGE: &str = "usage: pcpalloc-prof PROFILE [--svg OUT.svg] [--folded OUT.txt] [--top N] [--alloc] [--title TEXT] [--depth N] [--all-frames]";
+const USAGE: &str = "usage: pcpalloc-prof PROFILE [--svg OUT.svg] [--folded OUT.txt] [--top N] [--alloc] [--title TEXT] [--depth N] [--min-width PCT] [--all-frames]";
 
 struct Args {
     profile: PathBuf,
@@ -20,6 +21,7 @@ struct Args {
     depth: usize,
     measure: Measure,
     title: Option<String>,
+    min_width: f64,
     trim: bool,
 }
 
@@ -34,6 +36,7 @@ fn args() -> Result<Args, lexopt::Error> {
         depth: 6,
         measure: Measure::Live,
         title: None,
+        min_width: 0.5,
         trim: true,
     };
     let mut profile = None;
@@ -45,6 +48,7 @@ fn args() -> Result<Args, lexopt::Error> {
             Long("depth") => a.depth = p.value()?.parse()?,
             Long("alloc") => a.measure = Measure::Allocated,
             Long("title") => a.title = Some(p.value()?.string()?),
+            Long("min-width") => a.min_width = p.value()?.parse()?,
             Long("all-frames") => a.trim = false,
             Long("help") | Short('h') => {
                 println!("{USAGE}");
@@ -81,7 +85,13 @@ fn run(a: &Args) -> Result<(), pcpalloc_prof::Error> {
     });
     if let Some(path) = &a.svg {
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        flame_graph(&stacks, a.measure, &title, std::io::BufWriter::new(f))?;
+        flame_graph(
+            &stacks,
+            a.measure,
+            &title,
+            a.min_width,
+            std::io::BufWriter::new(f),
+        )?;
         println!("# flame graph: {}", path.display());
     }
     if let Some(path) = &a.folded {

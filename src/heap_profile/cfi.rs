@@ -17,6 +17,11 @@
 //! The cache is shared by every thread: a slot is one word of rule and
 //! one of address behind a sequence number (a writer makes it odd while
 //! it writes; a reader that sees it change, or odd, ignores the slot).
+//! An address keeps its rule until an object is unloaded (`dlclose`): new
+//! code could then come to the same address, so each walk first asks the
+//! loader how many objects were ever unloaded (`dl_iterate_phdr`'s
+//! `dlpi_subs`, what libgcc's own cache goes by) and forgets every rule
+//! when that moved.
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
@@ -29,8 +34,8 @@ use gimli::{
 /// Slots of the rule cache (a power of two).
 const SLOTS: usize = 4096;
 /// The largest frame the walk believes in: a CFA further above the
-/// stack pointer than this ends it.
-const FRAME_MAX: usize = 64 << 20;
+/// stack pointer than this sends the stack to libgcc.
+const FRAME_MAX: usize = 1 << 20;
 
 /// A frame's rule, packed: bit 0 set (a rule), bit 1 the CFA is at the
 /// frame pointer (else the stack pointer), bits 2..34 the CFA's offset,
@@ -86,6 +91,33 @@ static CACHE: [Slot; SLOTS] = [const {
     }
 }; SLOTS];
 
+/// Moves when an object was unloaded since the rules were read; part of
+/// every slot's key.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+/// The loader's count of unloaded objects the rules were read under.
+static UNLOADS: AtomicU64 = AtomicU64::new(0);
+
+/// Forgets every rule if an object was unloaded since the last look.
+fn check_unloads() {
+    extern "C" fn first(info: *mut libc::dl_phdr_info, _size: usize, out: *mut c_void) -> i32 {
+        // SAFETY: the loader hands a valid entry; out is the u64 below.
+        unsafe { *out.cast::<u64>() = (*info).dlpi_subs };
+        1 // one object is enough: the counter is the loader's
+    }
+    let mut subs = 0u64;
+    // SAFETY: the callback reads the entry it is given and writes `subs`.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&mut subs as *mut u64).cast()) };
+    if UNLOADS.swap(subs, Relaxed) != subs {
+        EPOCH.fetch_add(1, Relaxed);
+    }
+}
+
+/// A slot's key: the address, and the epoch in the bits above any
+/// address.
+fn key(pc: usize) -> u64 {
+    pc as u64 | EPOCH.load(Relaxed) << 48
+}
+
 fn slot_of(pc: usize) -> &'static Slot {
     let h = (pc as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
     &CACHE[h as usize & (SLOTS - 1)]
@@ -99,7 +131,7 @@ fn cached(pc: usize) -> Option<Rule> {
     }
     let (p, r) = (s.pc.load(Relaxed), s.rule.load(Relaxed));
     core::sync::atomic::fence(Acquire);
-    (s.seq.load(Relaxed) == seq && p == pc as u64 && r != 0).then_some(Rule(r))
+    (s.seq.load(Relaxed) == seq && p == key(pc) && r != 0).then_some(Rule(r))
 }
 
 fn remember(pc: usize, r: Rule) {
@@ -112,7 +144,7 @@ fn remember(pc: usize, r: Rule) {
     {
         return; // another thread writes it: leave it
     }
-    s.pc.store(pc as u64, Relaxed);
+    s.pc.store(key(pc), Relaxed);
     s.rule.store(r.0, Relaxed);
     s.seq.store(seq + 2, Release);
 }
@@ -240,6 +272,7 @@ pub unsafe fn walk(
     mut fp: usize,
     mut frame: impl FnMut(usize) -> bool,
 ) -> Option<()> {
+    check_unloads();
     loop {
         let r = rule(pc)?;
         if r.outermost() {

@@ -8,7 +8,8 @@
 //! `inuse_objects` and `inuse_space` (what its live samples stand for);
 //! `inuse_space` is the default. A stack's frames are its locations,
 //! innermost first, one location per frame (addresses inside the call
-//! instruction of each return address).
+//! instruction of each return address); a stack cut at 64 frames ends
+//! with a location at address 1, in no mapping.
 //!
 //! Everything goes through fixed buffers and write(2), under the table's
 //! lock: a dump at a new peak runs inside an allocation.
@@ -135,7 +136,7 @@ pub fn write_profile(fd: i32, t: &Table, h: &Header<'_>) -> bool {
     let mut next_location = 1u64;
     t.for_each(|s| {
         let frames = s.frames();
-        let mut ids = [0u64; super::unwind::MAX_FRAMES];
+        let mut ids = [0u64; super::unwind::STACK_WORDS];
         for (i, &pc) in frames.iter().enumerate() {
             let mut msg = Msg::<40>::new();
             msg.uint(location::ID, next_location);
@@ -151,7 +152,7 @@ pub fn write_profile(fd: i32, t: &Table, h: &Header<'_>) -> bool {
             scaled(s.live_objects),
             s.live_bytes,
         ];
-        let mut msg = Msg::<{ 16 + 10 * super::unwind::MAX_FRAMES + 48 }>::new();
+        let mut msg = Msg::<{ 16 + 10 * super::unwind::STACK_WORDS + 48 }>::new();
         msg.packed(sample::LOCATION_ID, &ids[..frames.len()]);
         msg.packed(sample::VALUE, &values);
         debug_assert!(!msg.truncated);

@@ -21,7 +21,7 @@ use core::ptr;
 use crate::meta;
 use crate::sync::Locked;
 
-use super::unwind::MAX_FRAMES;
+use super::unwind::STACK_WORDS;
 
 /// Slots of the stack table (a power of two).
 pub const SLOTS: usize = 1 << 16;
@@ -131,7 +131,7 @@ impl Table {
     /// `objects` scaled objects, live from now on; returns its record, or
     /// null if metadata memory ran out (nothing is counted then).
     pub fn add(&mut self, frames: &[usize], bytes: u64, objects: u64) -> *mut Record {
-        debug_assert!(frames.len() <= MAX_FRAMES);
+        debug_assert!(frames.len() <= STACK_WORDS);
         let r = self.take_record();
         if r.is_null() {
             return r;

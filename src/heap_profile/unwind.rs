@@ -1,8 +1,15 @@
-//! A sample's call stack, by libgcc's DWARF unwinder (`_Unwind_Backtrace`,
-//! what glibc's `backtrace()` and Rust's backtraces use), which follows
-//! the call frame information every x86-64 object carries (`.eh_frame`):
-//! frame pointers cannot be trusted — Debian builds its libraries without
-//! them, and so does Rust's release profile.
+//! A sample's call stack, by the call frame information every x86-64
+//! object carries (`.eh_frame`): frame pointers cannot be trusted — Debian
+//! builds its libraries without them, and so does Rust's release profile.
+//! Two ways, the second the first's fallback:
+//!
+//! - the cached walk of `cfi.rs`: each frame's rule read once (through
+//!   libgcc's `_Unwind_Find_FDE` and `gimli`) and kept by address, then a
+//!   few loads per frame — about 400 instructions a sample where libgcc
+//!   spends 8,000;
+//! - libgcc's own unwinder, `_Unwind_Backtrace` (what glibc's
+//!   `backtrace()` and Rust's backtraces use), for a stack with a frame
+//!   the cache does not take (a signal frame, a rule by expression).
 //!
 //! Why it is safe inside `malloc`: libgcc is linked, not loaded on first
 //! use (glibc's `backtrace()` dlopens it, which allocates and takes the
@@ -10,14 +17,15 @@
 //! that does not allocate; and it finds each frame's unwind table with
 //! glibc's `_dl_find_object` (glibc 2.35 and libgcc 12 on), which takes no
 //! lock and does not allocate — older pairs go through `dl_iterate_phdr`,
-//! whose lock is recursive and under which glibc does not allocate. The
-//! one lock libgcc takes is for unwind tables registered at run time
-//! (`__register_frame`, used by JIT compilers), and only in libgcc 12 and
-//! older: the first search of each such table sorts it with `malloc`
-//! under that lock. The thread that takes a sample marks itself busy, so
-//! an allocation the unwinder makes is not sampled again; what remains is
-//! a JIT program whose own unwinding allocates there at the moment a
-//! sample of that same allocation unwinds (see the README).
+//! whose lock is recursive and under which glibc does not allocate (the
+//! cached walk also asks it, once a walk, how many objects were
+//! unloaded). The one lock libgcc takes is for unwind tables registered at
+//! run time (`__register_frame`, used by JIT compilers), and only in
+//! libgcc 12 and older: the first search of each such table sorts it with
+//! `malloc` under that lock. The thread that takes a sample marks itself
+//! busy, so an allocation made while it unwinds is not sampled again;
+//! what remains is a JIT program whose own unwinding allocates there at
+//! the moment a sample of that same allocation unwinds (see the README).
 //!
 //! The first frames are the allocator's own: when pcpalloc is a shared
 //! object of its own (`libpcpalloc.so` under `LD_PRELOAD`), every frame
@@ -32,6 +40,12 @@ use super::maps;
 
 /// Most frames a sample keeps.
 pub const MAX_FRAMES: usize = 64;
+/// Words of a captured stack: its frames, and [`TRUNCATED`] after them
+/// when there were more.
+pub const STACK_WORDS: usize = MAX_FRAMES + 1;
+/// The outermost word of a stack cut at [`MAX_FRAMES`] (no code is at
+/// address 1).
+pub const TRUNCATED: usize = 1;
 
 /// libgcc's unwinder (`unwind.h`).
 mod ffi {
@@ -64,7 +78,7 @@ pub static SLOW_WALKS: AtomicUsize = AtomicUsize::new(0);
 
 /// A stack being captured.
 struct Capture<'a> {
-    frames: &'a mut [usize; MAX_FRAMES],
+    frames: &'a mut [usize; STACK_WORDS],
     n: usize,
     own: (usize, usize),
 }
@@ -84,23 +98,24 @@ extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     if c.n == 0 && pc >= c.own.0 && pc < c.own.1 {
         return ffi::URC_NO_REASON;
     }
+    if c.n == MAX_FRAMES {
+        c.frames[c.n] = TRUNCATED;
+        c.n += 1;
+        return ffi::URC_END_OF_STACK;
+    }
     c.frames[c.n] = pc;
     c.n += 1;
-    if c.n == MAX_FRAMES {
-        ffi::URC_END_OF_STACK
-    } else {
-        ffi::URC_NO_REASON
-    }
+    ffi::URC_NO_REASON
 }
 
 /// Fills `frames` with the calling thread's stack, innermost first (the
-/// allocator's own frames left out where they can be told apart); returns
-/// how many. The caller marks itself busy first (see the module docs).
+/// allocator's own frames left out where they can be told apart; past
+/// [`MAX_FRAMES`], [`TRUNCATED`] last); returns how many words. The caller marks itself busy first (see the module docs).
 ///
 /// The frames' rules come from the cache of `cfi.rs` when every frame
 /// has a common one (almost always), else from libgcc.
 #[inline(never)]
-pub fn capture(frames: &mut [usize; MAX_FRAMES]) -> usize {
+pub fn capture(frames: &mut [usize; STACK_WORDS]) -> usize {
     prepare();
     let own = (OWN_START.load(Relaxed), OWN_END.load(Relaxed));
     #[cfg(target_arch = "x86_64")]
@@ -126,9 +141,14 @@ pub fn capture(frames: &mut [usize; MAX_FRAMES]) -> usize {
                 if n == 0 && pc >= own.0 && pc < own.1 {
                     return true;
                 }
+                if n == MAX_FRAMES {
+                    frames[n] = TRUNCATED;
+                    n += 1;
+                    return false;
+                }
                 frames[n] = pc;
                 n += 1;
-                n < MAX_FRAMES
+                true
             })
         };
         if walked.is_some() {
@@ -141,7 +161,7 @@ pub fn capture(frames: &mut [usize; MAX_FRAMES]) -> usize {
 
 /// [`capture`] by libgcc's unwinder alone.
 #[inline(never)]
-fn capture_libgcc(frames: &mut [usize; MAX_FRAMES], own: (usize, usize)) -> usize {
+fn capture_libgcc(frames: &mut [usize; STACK_WORDS], own: (usize, usize)) -> usize {
     let mut c = Capture { frames, n: 0, own };
     // SAFETY: on_frame matches the callback type and reads `c` only.
     unsafe {
@@ -182,7 +202,7 @@ pub fn prepare() {
         OWN_START.store(own.0, Relaxed);
         OWN_END.store(own.1, Relaxed);
     }
-    let mut frames = [0usize; MAX_FRAMES];
+    let mut frames = [0usize; STACK_WORDS];
     let mut c = Capture {
         frames: &mut frames,
         n: 0,
@@ -200,9 +220,9 @@ mod tests {
     use super::*;
 
     #[inline(never)]
-    fn both() -> ([usize; MAX_FRAMES], usize, [usize; MAX_FRAMES], usize) {
-        let mut fast = [0; MAX_FRAMES];
-        let mut slow = [0; MAX_FRAMES];
+    fn both() -> ([usize; STACK_WORDS], usize, [usize; STACK_WORDS], usize) {
+        let mut fast = [0; STACK_WORDS];
+        let mut slow = [0; STACK_WORDS];
         let n = capture(&mut fast);
         let m = capture_libgcc(&mut slow, (0, 0));
         (fast, n, slow, m)

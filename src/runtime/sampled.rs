@@ -227,7 +227,7 @@ unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
     // SAFETY: h is this thread's heap (contract); each handle lives for
     // one statement.
     unsafe { (*h).owned().local().profile.busy = true };
-    let mut frames = [0usize; unwind::MAX_FRAMES];
+    let mut frames = [0usize; unwind::STACK_WORDS];
     let n = unwind::capture(&mut frames);
     let (r, peak) = profile::add_sample(&frames[..n], size, mean);
     if !r.is_null() {
