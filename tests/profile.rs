@@ -229,3 +229,29 @@ fn off_by_default() {
     assert!(profile_files(&dir, "exit.").is_empty());
     assert!(!run.stderr().contains("heap profile"), "{}", run.describe());
 }
+
+/// Sampling at one allocation per 4 KiB on a 16 KiB thread stack and in
+/// signal handlers on an 8 KiB alternate stack (tests/c/inv_stack_calls.c,
+/// every call of the malloc family): no overflow — a sample is not taken
+/// on the alternate stack. (Before this was handled: SIGSEGV in the
+/// signal run.)
+#[test]
+fn sampling_fits_small_stacks() {
+    let dir = tempdir("profile-stacks");
+    for mode in ["thread", "signal"] {
+        let run = on_pcpalloc(
+            "inv_stack_calls",
+            &[mode],
+            &[
+                ("LD_BIND_NOW", "1"),
+                ("PCPALLOC_PROFILE", "4K"),
+                (
+                    "PCPALLOC_PROFILE_FILE",
+                    dir.join("p.%p.pb").to_str().unwrap(),
+                ),
+            ],
+            QUICK,
+        );
+        run.assert_ok().assert_says("inv_stack_calls ok");
+    }
+}

@@ -1,4 +1,5 @@
-//! The fast way to a sample's stack (x86-64): each frame's unwind rule —
+//! The fast way to a sample's stack (x86-64; other targets take libgcc's
+//! unwinder alone): each frame's unwind rule —
 //! where its caller's frame starts (the CFA, a register plus an offset)
 //! and where the frame pointer was saved — is read once from the call
 //! frame information (`.eh_frame`, found with libgcc's `_Unwind_Find_FDE`
@@ -21,10 +22,18 @@
 //! code could then come to the same address, so each walk first asks the
 //! loader how many objects were ever unloaded (`dl_iterate_phdr`'s
 //! `dlpi_subs`, what libgcc's own cache goes by) and forgets every rule
-//! when that moved.
+//! when that moved. `dl_iterate_phdr` holds the loader's list lock, which
+//! glibc does not reset in a forked child: a fork while a sample was
+//! inside it left the child waiting on it forever (tests/profile.rs
+//! caught it, once in 40 runs). So the call is made under [`UNLOADS`]'s
+//! lock, which fork's handlers hold (`runtime/fork.rs`), and only when
+//! that lock is free: a walk that finds it taken goes on with the rules
+//! the other thread is checking.
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+
+use crate::sync::Locked;
 
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameOffset, NativeEndian, ReaderOffset, Register,
@@ -94,11 +103,16 @@ static CACHE: [Slot; SLOTS] = [const {
 /// Moves when an object was unloaded since the rules were read; part of
 /// every slot's key.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
-/// The loader's count of unloaded objects the rules were read under.
-static UNLOADS: AtomicU64 = AtomicU64::new(0);
+/// The loader's count of unloaded objects the rules were read under,
+/// behind the lock every look at it takes (see the module docs).
+pub static UNLOADS: Locked<u64> = Locked::new(0);
 
-/// Forgets every rule if an object was unloaded since the last look.
+/// Forgets every rule if an object was unloaded since the last look —
+/// unless another thread (or a fork) is looking.
 fn check_unloads() {
+    let Some(mut seen) = UNLOADS.try_lock() else {
+        return;
+    };
     extern "C" fn first(info: *mut libc::dl_phdr_info, _size: usize, out: *mut c_void) -> i32 {
         // SAFETY: the loader hands a valid entry; out is the u64 below.
         unsafe { *out.cast::<u64>() = (*info).dlpi_subs };
@@ -107,8 +121,29 @@ fn check_unloads() {
     let mut subs = 0u64;
     // SAFETY: the callback reads the entry it is given and writes `subs`.
     unsafe { libc::dl_iterate_phdr(Some(first), (&mut subs as *mut u64).cast()) };
-    if UNLOADS.swap(subs, Relaxed) != subs {
+    if *seen != subs {
+        *seen = subs;
         EPOCH.fetch_add(1, Relaxed);
+    }
+}
+
+/// Takes the unloads lock before fork.
+pub fn lock_for_fork() {
+    UNLOADS.lock.lock();
+}
+
+/// Releases (parent) or resets (child) the lock [`lock_for_fork`] took.
+///
+/// # Safety
+/// Only right after fork, having called `lock_for_fork` in this thread.
+pub unsafe fn unlock_after_fork(child: bool) {
+    // SAFETY: held since lock_for_fork in this thread.
+    unsafe {
+        if child {
+            UNLOADS.lock.force_unlock();
+        } else {
+            UNLOADS.lock.unlock();
+        }
     }
 }
 
@@ -161,13 +196,14 @@ extern "C" {
     fn _Unwind_Find_FDE(pc: *mut c_void, bases: *mut EhBases) -> *const u8;
 }
 
-/// gimli's evaluation state, on the stack: room for 32 register rules
-/// and two remembered states (x86-64 code uses 17 registers and rarely
-/// nests `remember_state`).
+/// gimli's evaluation state, on the stack (about 2 KiB): room for 16
+/// register rules — x86-64 code saves at most the six callee-saved
+/// registers and the return address — and two remembered states (code
+/// rarely nests `remember_state`). More is an error: libgcc's turn.
 struct OnStack;
 
 impl<T: ReaderOffset> UnwindContextStorage<T> for OnStack {
-    type Rules = [(Register, RegisterRule<T>); 32];
+    type Rules = [(Register, RegisterRule<T>); 16];
     type Stack = [UnwindTableRow<T, Self>; 2];
 }
 

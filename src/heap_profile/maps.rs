@@ -18,11 +18,12 @@ pub struct Mapping<'a> {
     pub path: &'a [u8],
 }
 
-/// Longest line kept whole (a path of PATH_MAX and the fields before it);
-/// a longer one is skipped.
-const LINE_MAX: usize = 4096 + 128;
+/// Longest line kept whole (a path of a thousand bytes and the fields
+/// before it); a longer one is skipped. Small, with [`CHUNK`], so that a
+/// dump inside an allocation fits a thread's 16 KiB stack.
+const LINE_MAX: usize = 1024 + 128;
 /// Bytes read at a time.
-const CHUNK: usize = 4096;
+const CHUNK: usize = 1024;
 
 /// Calls `f` on every mapping of the process, in address order. Reads
 /// nothing (and calls nothing) if the file cannot be opened.

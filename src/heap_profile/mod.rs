@@ -19,7 +19,6 @@
 //! This module holds what every thread reads: whether to sample and at
 //! which rate, and the setting's syntax.
 
-#[cfg(target_arch = "x86_64")]
 pub mod cfi;
 pub mod dump;
 pub mod maps;

@@ -224,6 +224,9 @@ unsafe fn block_of(p: *mut u8) -> *mut LargeBlock {
 /// `h` is the calling thread's heap; `p` is a live page-granular block
 /// the program does not have yet.
 unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
+    if on_signal_stack() {
+        return;
+    }
     // SAFETY: h is this thread's heap (contract); each handle lives for
     // one statement.
     unsafe { (*h).owned().local().profile.busy = true };
@@ -243,6 +246,19 @@ unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
     }
     // SAFETY: as above.
     unsafe { (*h).owned().local().profile.busy = false };
+}
+
+/// Whether the thread runs on its alternate signal stack (a handler of
+/// `SA_ONSTACK`): a sample is not taken there — such stacks are small (8
+/// KiB, half of it the signal frame) and the unwinder needs a few.
+fn on_signal_stack() -> bool {
+    let mut ss = core::mem::MaybeUninit::<libc::stack_t>::uninit();
+    let saved = sys::errno();
+    // SAFETY: a null new stack only reads the current one into `ss`.
+    let r = unsafe { libc::sigaltstack(core::ptr::null(), ss.as_mut_ptr()) };
+    sys::set_errno(saved);
+    // SAFETY: sigaltstack filled `ss` when it returned 0.
+    r == 0 && unsafe { ss.assume_init() }.ss_flags & libc::SS_ONSTACK != 0
 }
 
 /// Sampled block `b` is being freed: its sample leaves the profile.
