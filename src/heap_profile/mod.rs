@@ -64,6 +64,13 @@ pub fn rate() -> Rate {
     }
 }
 
+/// The rate's generation alone (see [`Rate`]): never 0 once sampling
+/// was turned on.
+#[inline]
+pub fn generation() -> u32 {
+    GENERATION.load(Relaxed)
+}
+
 /// Whether a profile is written at each new peak.
 pub fn at_peaks() -> bool {
     AT_PEAKS.load(Relaxed)

@@ -94,11 +94,12 @@ impl<const N: usize> Sampler<N> {
         self.large_until = self.draw_bytes(rate.mean);
     }
 
-    /// Whether the countdowns follow `rate` (drawn for it, and not inside
-    /// a sample).
+    /// Whether the countdowns were drawn for rate generation `generation`
+    /// (never 0 once sampling is on: a sampler that never drew has 0) and
+    /// the thread is not inside a sample.
     #[inline]
-    pub fn ready(&self, rate: Rate) -> bool {
-        self.generation == rate.generation && self.rng != 0 && !self.busy
+    pub fn ready(&self, generation: u32) -> bool {
+        self.generation == generation && !self.busy
     }
 
     /// Whether the next allocation of small class `class` is sampled.
@@ -117,9 +118,14 @@ impl<const N: usize> Sampler<N> {
 
     /// The countdown of small class `class`, for a caller that counts
     /// the allocations it lets go unsampled off it at once.
+    ///
+    /// # Safety
+    /// `class < N` (unchecked: the allocation slow path's index).
     #[inline]
-    pub fn small_countdown(&mut self, class: usize) -> &mut u32 {
-        &mut self.until[class]
+    pub unsafe fn small_countdown(&mut self, class: usize) -> &mut u32 {
+        debug_assert!(class < N);
+        // SAFETY: in range (contract).
+        unsafe { self.until.get_unchecked_mut(class) }
     }
 
     /// The allocations of small class `class` that may go unsampled from

@@ -33,7 +33,8 @@ pub fn alloc_small_slow(class: usize) -> *mut u8 {
     if profile::sampling() {
         // The common visit while sampling: a bin out of credit, objects on
         // it, no sample due.
-        // SAFETY: the TLS heap is this thread's, or the empty heap.
+        // SAFETY: the TLS heap is this thread's, or the empty heap; the
+        // malloc path passes a class.
         let p = unsafe { sampled::recredit(tls::heap(), class) };
         if !p.is_null() {
             return p;

@@ -68,7 +68,8 @@ enum Small {
 /// which [`alloc_small`] sorts out.
 ///
 /// # Safety
-/// `h` is the calling thread's heap, or the empty heap.
+/// `h` is the calling thread's heap, or the empty heap; `class` is a
+/// class (`< NR_CLASSES`, unchecked).
 #[inline(always)]
 pub unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the empty heap is only compared; this thread owns any other.
@@ -78,10 +79,11 @@ pub unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
         }
         let mut o = (*h).owned();
         let l = o.local();
-        if !l.profile.ready(profile::rate()) {
+        if !l.profile.ready(profile::generation()) {
             return core::ptr::null_mut();
         }
-        // Null when the countdown is out (a sample is due) or the bin empty.
+        // Null when the countdown is out (a sample is due) or the bin
+        // empty; class is a class (the malloc path's).
         l.bins
             .recredit_and_pop(class, l.profile.small_countdown(class))
     }

@@ -320,21 +320,44 @@ impl Bins {
     /// Gives the bin of `class`, out of credit, credit for its objects up
     /// to `*allow` (which it takes them from) and pops one; null for an
     /// empty bin or no allowance (nothing changed then).
+    ///
+    /// # Safety
+    /// `class < NR_CLASSES` (unchecked: the slow path's index, a class's).
     #[inline(always)]
-    pub fn recredit_and_pop(&mut self, class: usize, allow: &mut u32) -> *mut u8 {
-        let r = &self.bins[class].state;
-        let s = r.load(Relaxed);
-        let n = length_in(s, self.limit[class]);
+    pub unsafe fn recredit_and_pop(&mut self, class: usize, allow: &mut u32) -> *mut u8 {
+        debug_assert!(class < NR_CLASSES);
+        // SAFETY: class is in range (contract).
+        let (b, limit) = unsafe {
+            (
+                self.bin_at_mut(class << BIN_SHIFT),
+                *self.limit.get_unchecked(class),
+            )
+        };
+        // SAFETY: b is this heap's bin of `class`; the owner alone writes
+        // its word.
+        let s = unsafe { (*b).state.load(Relaxed) };
+        let n = length_in(s, limit);
         let g = n.min(*allow);
         if g == 0 {
             return core::ptr::null_mut();
         }
         debug_assert_eq!(credit_in(s), 0);
         *allow -= g;
-        // Only the credit field changes: from 0 to g.
-        r.store(s + (u64::from(g) << COUNT_SHIFT), Relaxed);
-        // SAFETY: the list holds n ≥ g ≥ 1 objects of ours (invariant).
-        unsafe { self.pop(class) }
+        // SAFETY: the list holds n ≥ g ≥ 1 free objects of ours
+        // (invariant): the head is one. The credit goes from 0 to g, and
+        // the pop's own change (one object less) is folded in.
+        unsafe {
+            let p = (*b).head;
+            let obj = FreeObject::at(p);
+            (*b).head = obj.next();
+            obj.unmark();
+            (*b).state.store(
+                s.wrapping_add(u64::from(g) << COUNT_SHIFT)
+                    .wrapping_add(POP_DELTA),
+                Relaxed,
+            );
+            p
+        }
     }
 
     /// The bin of `class` ran out of credit: if objects are on it still
