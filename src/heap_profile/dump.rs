@@ -42,8 +42,10 @@ const S_BYTES: u64 = 4;
 const S_SPACE: u64 = 7;
 /// The sample types, as (type, unit) string indices.
 const SAMPLE_TYPES: [(u64, u64); 4] = [(1, S_COUNT), (3, S_BYTES), (5, S_COUNT), (6, S_BYTES)];
-/// `inuse_space`'s index among the sample types.
-const DEFAULT_SAMPLE_TYPE: u64 = 3;
+/// The default sample type, by name: `inuse_space`'s string index (the
+/// field is an index into the string table, not into the sample types).
+const DEFAULT_SAMPLE_TYPE: u64 = 6;
+const _: () = assert!(STRINGS[DEFAULT_SAMPLE_TYPE as usize].len() == b"inuse_space".len());
 
 /// The buffers a dump writes through: used only under the table's lock.
 struct Scratch {

@@ -88,8 +88,8 @@ impl<const N: usize> Sampler<N> {
             self.rng = seed | 1;
         }
         self.generation = rate.generation;
-        for class in 0..N {
-            self.until[class] = self.draw_objects(rate.mean, sizes[class]);
+        for (class, &size) in sizes.iter().enumerate() {
+            self.until[class] = self.draw_objects(rate.mean, size);
         }
         self.large_until = self.draw_bytes(rate.mean);
     }
