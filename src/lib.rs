@@ -38,6 +38,8 @@
 //!   and freed bytes.
 //! - [`write_report`] and [`write_report_json`]: the report `PCPALLOC_STATS`
 //!   prints at exit, as text (a summary, then `name value` lines) or JSON.
+//! - [`profile`]: the heap profile (`PCPALLOC_PROFILE`, [`Config::profile`])
+//!   written on demand, and its totals.
 //! - [`trim`] gives every cache and all free memory back to the OS;
 //!   [`thread_flush`] the calling thread's caches.
 //! - [`usable_size`], [`VERSION`].
@@ -124,8 +126,9 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 /// `PCPALLOC_HEURISTICS`, `PCPALLOC_FREE_COUNT`,
 /// `PCPALLOC_FREE_HIGH_THRESHOLD`, `PCPALLOC_BATCH_SCALE_MAX`,
 /// `PCPALLOC_MEMORY_LIMIT` (lowered below what the heap holds, it takes
-/// nothing back: later requests fail until enough is freed) and
-/// `PCPALLOC_STATS`; the others are read once at start
+/// nothing back: later requests fail until enough is freed),
+/// `PCPALLOC_STATS` and `PCPALLOC_PROFILE`; the others are read once at
+/// start
 /// ([`SetError::NotAtRunTime`]). C: `pcpalloc_set(name, value)`.
 ///
 /// ```no_run

@@ -1,8 +1,8 @@
 //! The heap profile (`PCPALLOC_PROFILE`): who holds the memory. One
 //! allocation per `mean` bytes allocated on average is sampled, at random
-//! (`sampler.rs`); its call stack is taken (`unwind.rs`) and counted with
-//! the bytes its sample stands for under that stack (`table.rs`), live
-//! until the block is freed. A profile is the table written in pprof's
+//! (`sampler.rs`); its call stack is taken (`unwind.rs`, through the rule
+//! cache of `cfi.rs`) and counted with the bytes its sample stands for
+//! under that stack (`table.rs`), live until the block is freed. A profile is the table written in pprof's
 //! format with the process's mappings (`dump.rs`, `pprof.rs`, `maps.rs`),
 //! at exit — the sampled blocks still live then are the leak report — on
 //! demand, and at each new peak if asked. `pcpalloc-prof` (the workspace's
