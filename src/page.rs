@@ -17,7 +17,7 @@
 //! | kind                   | view                    | the word         | bytes 32..64 |
 //! |------------------------|-------------------------|------------------|--------------|
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
-//! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge) |
+//! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge), `sample` |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
 //! | `SlabTail`             | [`Page`] (`head` only)  | -                | -            |
 //!
@@ -156,6 +156,9 @@ pub mod flags {
     /// Huge: a block aligned to a section or more (256 MiB), never cached
     /// and never resized in place.
     pub const GIANT: u8 = 1 << 3;
+    /// Large or huge: a block the heap profile sampled; its `sample` word
+    /// holds the sample's record (`crate::heap_profile`).
+    pub const SAMPLED: u8 = 1 << 4;
 }
 
 /// One page descriptor (the kernel's `struct page`), as the zone and the
@@ -276,7 +279,10 @@ pub struct LargeBlock {
     _head: AtomicPtr<Page>,
     /// Huge blocks: bytes of the block's mapping (at least `pages` pages).
     pub len: usize,
-    _rest: [usize; 3],
+    /// With `flags::SAMPLED`: the heap profile's record of the block's
+    /// sample (its owner's, like the block).
+    pub sample: usize,
+    _rest: [usize; 2],
 }
 
 const _: () = {

@@ -21,6 +21,8 @@
 //! - `fork.rs`: the fork handlers and the list of every lock;
 //! - `report.rs`: the counters and the invariant checks;
 //! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
+//! - `sampled.rs`: the heap profile's hooks on the slow paths and its
+//!   files (`PCPALLOC_PROFILE`);
 //! - `files.rs`: the files written per process (report, trace);
 //! - `settings.rs`: the `PCPALLOC_*` variables;
 //! - `path_setting.rs`: a setting that holds a path, without allocating;
@@ -40,6 +42,7 @@ pub mod process;
 pub mod reclaim;
 pub mod record;
 pub mod report;
+pub mod sampled;
 pub mod settings;
 pub mod thread;
 pub mod tick;

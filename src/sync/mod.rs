@@ -516,6 +516,18 @@ impl<T> Locked<T> {
         self.lock.lock();
         Guard { owner: self }
     }
+
+    /// Takes the lock if it is free right now.
+    #[inline]
+    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
+        // A guard exists only once the lock is taken: dropping one
+        // unlocks (so not `then_some`, which would make and drop it).
+        if self.lock.try_lock() {
+            Some(Guard { owner: self })
+        } else {
+            None
+        }
+    }
 }
 
 /// Proof that the lock of a [`Locked`] is held.
