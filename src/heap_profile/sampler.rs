@@ -171,7 +171,7 @@ impl<const N: usize> Sampler<N> {
     /// Bytes to the next point of a Poisson process of one point per
     /// `mean` bytes.
     fn draw_bytes(&mut self, mean: u64) -> u64 {
-        let b = -self.uniform().ln() * mean as f64;
+        let b = -libm::log(self.uniform()) * mean as f64;
         if b >= u64::MAX as f64 {
             u64::MAX
         } else {
@@ -198,7 +198,7 @@ impl<const N: usize> Default for Sampler<N> {
 pub fn weight(size: usize, mean: u64) -> (u64, u64) {
     let size = size.max(1) as f64;
     // 1 - exp(-x), precise for small x.
-    let p = -(-size / mean.max(1) as f64).exp_m1();
+    let p = -libm::expm1(-size / mean.max(1) as f64);
     let objects = 1.0 / p;
     (
         (size * objects).round() as u64,
