@@ -106,6 +106,10 @@ pub struct SectionHeader {
     /// asked for now (see `zone/thp.rs`), bit per pageblock of the
     /// section. Zone lock.
     pub collapse_pending: [u64; COLLAPSE_WORDS],
+    /// Pageblocks whose huge-page advice was taken back when part of them
+    /// went back to the OS (see `zone/thp.rs`), bit per pageblock of the
+    /// section. Zone lock.
+    pub unadvised: [u64; COLLAPSE_WORDS],
     /// One bit per page: the page is charged to the budget — handed out
     /// since it was last given back to the OS, so it may be resident (see
     /// `zone/budget.rs`). Zone sections only, under the zone lock.
@@ -218,6 +222,7 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         ptr::addr_of_mut!((*h).held).write(if whole { BLOCK_BITS } else { 0 });
         ptr::addr_of_mut!((*h).described).write(if whole { BLOCK_BITS | 1 } else { 1 });
         ptr::addr_of_mut!((*h).collapse_pending).write([0; COLLAPSE_WORDS]);
+        ptr::addr_of_mut!((*h).unadvised).write([0; COLLAPSE_WORDS]);
     }
     list.zone[slot].store(zone, Ordering::Relaxed);
     list.base[slot].store(base as usize, Ordering::Release);

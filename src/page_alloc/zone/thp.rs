@@ -34,10 +34,12 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use crate::geometry::{MAX_ORDER_BYTES, PAGEBLOCK_NR_PAGES, PAGE_SHIFT};
+use crate::geometry::{
+    MAX_ORDER_BYTES, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SHIFT, PAGE_SIZE,
+};
 
 /// A pageblock's bytes: one huge page.
-const PAGEBLOCK_BYTES: usize = PAGEBLOCK_NR_PAGES << PAGE_SHIFT;
+pub(super) const PAGEBLOCK_BYTES: usize = PAGEBLOCK_NR_PAGES << PAGE_SHIFT;
 use crate::section::{self, SectionHeader};
 use crate::sys;
 
@@ -123,6 +125,8 @@ impl ZoneInner {
             return;
         }
         if huge_under_dense(mt) {
+            // SAFETY: pb is a pageblock of this zone; lock held.
+            unsafe { set_unadvised(section::header_of(pb), pb, false) };
             sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, true);
         } else if huge_under_dense(old) {
             sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, false);
@@ -137,6 +141,46 @@ pub(super) fn huge_under_dense(mt: MigrateType) -> bool {
 }
 
 impl ZoneGuard<'_> {
+    /// Free block `addr` of `order`, in a pageblock asked to be a huge
+    /// page, was given back to the OS. khugepaged fills a pageblock whose
+    /// advice asks for a huge page though one page of it is resident
+    /// (`max_ptes_none` 511 by default): after a storm of threads, the
+    /// pageblocks their slabs left sparse came back as 2 MiB each while
+    /// the program slept (13.6 → 24.8 MiB). So a pageblock given back in
+    /// part has its advice taken back, and one given back whole (empty
+    /// now: the next use faults in a huge page) gets it again — only those
+    /// whose advice was taken back, marked in the section's `unadvised`.
+    /// Writes the (pageblock, advice) changes to make into `advice` (two
+    /// at most) and returns how many; the caller makes them after the
+    /// lock is dropped.
+    pub(super) fn released_in_pageblocks(
+        &mut self,
+        addr: usize,
+        order: u32,
+        advice: &mut [(usize, bool)],
+    ) -> usize {
+        let h = section::header_of(addr);
+        let mut n = 0;
+        if order < PAGEBLOCK_ORDER {
+            let pb = addr & !(PAGEBLOCK_BYTES - 1);
+            // SAFETY: pb is a pageblock of this zone's section h; lock
+            // held.
+            if unsafe { set_unadvised(h, pb, true) } {
+                advice[n] = (pb, false);
+                n += 1;
+            }
+        } else {
+            for pb in (addr..addr + (PAGE_SIZE << order)).step_by(PAGEBLOCK_BYTES) {
+                // SAFETY: as above.
+                if unsafe { set_unadvised(h, pb, false) } {
+                    advice[n] = (pb, true);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// Advises block `addr` (just online) as the policy says: under
     /// `dense` nothing (it goes online movable; its pageblocks are advised
     /// as long-lived small objects claim them, see
@@ -315,6 +359,28 @@ const COLLAPSE_CREDIT_MAX: usize = 32;
 /// section's base).
 fn pageblock_index(h: *mut SectionHeader, pb: usize) -> usize {
     (pb - h as usize) / PAGEBLOCK_BYTES
+}
+
+/// Sets pageblock `pb`'s bit in section `h`'s `unadvised` to `on`;
+/// true if it changed.
+///
+/// # Safety
+/// `h` is a live zone section header whose zone lock is held, `pb` one of
+/// its pageblocks.
+unsafe fn set_unadvised(h: *mut SectionHeader, pb: usize, on: bool) -> bool {
+    let i = pageblock_index(h, pb);
+    let bit = 1u64 << (i % 64);
+    // SAFETY: forwarded contract.
+    unsafe {
+        let w = &mut (*h).unadvised[i / 64];
+        let was = *w & bit != 0;
+        if on {
+            *w |= bit;
+        } else {
+            *w &= !bit;
+        }
+        was != on
+    }
 }
 
 /// Marks pageblock `pb` of section `h` as a candidate for collapsing into
