@@ -30,6 +30,9 @@ pub mod unwind;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
+/// Where profiles go when `PCPALLOC_PROFILE_FILE` is not set.
+pub const DEFAULT_FILE: &str = "pcpalloc.%p.pb";
+
 pub use sampler::{weight, Rate, Sampler};
 pub use table::{Record, TABLE};
 

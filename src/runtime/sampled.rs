@@ -22,10 +22,9 @@ use core::fmt::Write;
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::geometry::PAGE_SIZE;
-use crate::heap_profile::{self as profile, unwind, Record, Setting};
+use crate::heap_profile::{self as profile, unwind, Record};
 use crate::large::{self, Caller};
 use crate::page::{flags, LargeBlock};
-use crate::slab::bin;
 use crate::slab::classes::{CLASS_SIZE, NR_CLASSES};
 use crate::slab::Heap;
 use crate::sys;
@@ -34,16 +33,6 @@ use crate::util::buf::FixedBuf;
 use super::files::{self, PidIn};
 use super::settings::SETTINGS;
 use super::tls;
-
-/// Where profiles go when `PCPALLOC_PROFILE_FILE` is not set.
-pub const DEFAULT_FILE: &str = "pcpalloc.%p.pb";
-
-/// Puts a `PCPALLOC_PROFILE` setting in force: the rate every thread
-/// follows, and whether a push gives its bin pop credit.
-pub fn set(s: Setting) {
-    profile::configure(s);
-    bin::set_pushes_credit(s.mean == 0);
-}
 
 /// A seed for a thread's sampler: its heap's address and the clock.
 fn seed(h: *const Heap) -> u64 {
@@ -303,7 +292,7 @@ pub fn dump(path: Option<&[u8]>) -> i32 {
 fn configured_path() -> &'static [u8] {
     match SETTINGS.profile_file.get() {
         Some(c) => c.to_bytes(),
-        None => DEFAULT_FILE.as_bytes(),
+        None => profile::DEFAULT_FILE.as_bytes(),
     }
 }
 
@@ -335,7 +324,7 @@ fn write_to_path(path: &[u8], suffix: &[u8]) -> i32 {
     let _ = write!(
         comment,
         "pcpalloc {} heap profile of process {pid}",
-        crate::VERSION
+        env!("CARGO_PKG_VERSION")
     );
     // SAFETY: a clock read into a valid timespec.
     let now = unsafe {

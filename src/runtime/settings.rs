@@ -98,7 +98,7 @@ pub struct Settings {
     /// the process's own; `none`: none).
     pub cgroup: PathSetting,
     /// Where heap profiles go (`PCPALLOC_PROFILE_FILE`; unset:
-    /// `sampled::DEFAULT_FILE`).
+    /// `heap_profile::DEFAULT_FILE`).
     pub profile_file: PathSetting,
 }
 
@@ -595,7 +595,7 @@ const TABLE: [Tunable; NR_TUNABLES] = [
         default: "0",
         doc: "Sample allocations for a heap profile: one per 512 KiB allocated on average with 1, or per the size given; written at exit (the sampled blocks still live are the leak report), on demand, and with `,peak` at each new peak of live bytes. See the README's heap profile section.",
         apply: |v| {
-            super::sampled::set(crate::heap_profile::parse(v)?);
+            crate::slab::set_profile(crate::heap_profile::parse(v)?);
             Ok(())
         },
         show: |w, _| crate::heap_profile::show(w),
@@ -608,7 +608,7 @@ const TABLE: [Tunable; NR_TUNABLES] = [
         default: "pcpalloc.%p.pb",
         doc: "Where heap profiles go: the one at exit to the path, on-demand ones to the path with .1, .2... appended, the one at each new peak to the path with .peak.",
         apply: |v| SETTINGS.profile_file.set(v),
-        show: |w, _| SETTINGS.profile_file.show(w, super::sampled::DEFAULT_FILE),
+        show: |w, _| SETTINGS.profile_file.show(w, crate::heap_profile::DEFAULT_FILE),
     },
 ];
 

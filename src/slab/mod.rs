@@ -69,3 +69,11 @@ pub use free::{
 pub use heap::{Heap, Owned};
 pub use heaps::HeapRegistry;
 pub use slab::Slab;
+
+/// Puts a `PCPALLOC_PROFILE` setting in force: the rate every thread's
+/// sampler follows from its next slow path, and whether a free's push
+/// gives its bin pop credit (not while sampling: see `bin.rs`).
+pub fn set_profile(s: crate::heap_profile::Setting) {
+    crate::heap_profile::configure(s);
+    bin::set_pushes_credit(s.mean == 0);
+}
