@@ -272,6 +272,8 @@ pub mod internals {
     pub use crate::slab::slab::{tf_count, tf_list};
     pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
     pub use crate::stats_report::{contention_percent, count_cxx, CxxCall};
+    /// Whether the process runs under valgrind, any tool (asked once).
+    pub use crate::sys::valgrind::on as on_valgrind;
     pub use crate::sys::{current_cpu, inject_map_failures};
 
     use crate::page::LargeBlock as Block;
