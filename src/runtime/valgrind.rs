@@ -20,7 +20,11 @@
 //! allocator clears it when it hands the block out (it holds the free key
 //! while the block is free), and free's fast path compares it.
 
+use core::sync::atomic::Ordering::Relaxed;
+
 use crate::geometry::SMALL_MAX;
+use crate::large::{self, Caller};
+use crate::slab::{self, Slab};
 use crate::sys::valgrind as vg;
 
 /// Whether the process runs under memcheck (asked once): every block is
@@ -63,7 +67,7 @@ pub fn allocation(zeroed: bool, f: impl FnOnce() -> *mut u8) -> *mut u8 {
 /// Announces block `p`, just taken, with its usable size.
 fn allocated(p: *mut u8, zeroed: bool) {
     // SAFETY: p is a live block of ours, just allocated.
-    let usable = quietly(|| unsafe { crate::malloc::usable_size(p) });
+    let usable = quietly(|| unsafe { usable_size(p) });
     vg::malloclike_block(p, usable, zeroed);
     if usable <= SMALL_MAX {
         // SAFETY: every small class holds two words; word 1 was cleared.
@@ -71,11 +75,31 @@ fn allocated(p: *mut u8, zeroed: bool) {
     }
 }
 
+/// The usable size of live block `p` (as `malloc_usable_size`, without
+/// its checks: the block is one the allocator just handed out).
+///
+/// # Safety
+/// `p` is a live block of ours.
+unsafe fn usable_size(p: *mut u8) -> usize {
+    // SAFETY: descriptors of our sections are readable; p is live.
+    unsafe {
+        let Some(d) = crate::section::lookup(p as usize) else {
+            return large::usable_size(large::checked_huge(p, Caller::UsableSize));
+        };
+        let s = (*d).head.load(Relaxed).cast::<Slab>();
+        if s.is_null() {
+            large::usable_size(large::checked_block(p, d, Caller::UsableSize))
+        } else {
+            slab::slab::object_size(s)
+        }
+    }
+}
+
 /// Narrows block `p`, announced with its usable size, to the `size` bytes
 /// the Rust allocator was asked for (a small block keeps its two words).
 pub fn narrow(p: *mut u8, size: usize) {
     // SAFETY: p is a live block of ours.
-    let usable = quietly(|| unsafe { crate::malloc::usable_size(p) });
+    let usable = quietly(|| unsafe { usable_size(p) });
     let keep = if usable <= SMALL_MAX { 16 } else { 1 };
     let size = size.max(keep).min(usable);
     if size != usable {
