@@ -54,11 +54,7 @@ impl PcpAlloc {
         } else {
             malloc::alloc_aligned(l.align(), l.size(), zero)
         };
-        if p.is_null() {
-            // Rust aborts next with "memory allocation of N bytes failed":
-            // say why first, when the reason is ours.
-            runtime::control::explain_failure(l.size());
-        } else if runtime::valgrind::on() {
+        if !p.is_null() && runtime::valgrind::on() {
             runtime::valgrind::narrow(p, l.size());
         }
         p
@@ -131,11 +127,7 @@ unsafe impl GlobalAlloc for PcpAlloc {
         }
         if l.align() <= classes::QUANTUM {
             // SAFETY: p is a live block of ours (GlobalAlloc contract).
-            let q = unsafe { malloc::realloc_raw(p, new_size) };
-            if q.is_null() {
-                runtime::control::explain_failure(new_size);
-            }
-            return q;
+            return unsafe { malloc::realloc_raw(p, new_size) };
         }
         // Over-aligned: keep the block if it still fits, else move.
         // SAFETY: p is a live block of ours.

@@ -575,7 +575,10 @@ pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
 /// cached blocks, the abandoned heaps' empty slabs, every other thread's
 /// slabs whose every object is free (`slab/emptied.rs`), every thread's
 /// large bins, every pageset, and all free memory to the OS. Returns the
-/// bytes released to the OS.
+/// resident bytes given back: how far the heap's resident memory (as
+/// mincore counts it) fell across the trim — not the length of the
+/// ranges released, of which pages never touched or already given back
+/// held nothing. Other threads' allocations meanwhile count against it.
 pub fn trim() -> usize {
     if !process::is_ready() {
         return 0;
@@ -583,8 +586,21 @@ pub fn trim() -> usize {
     valgrind::own_work(trim_now)
 }
 
+/// The heap's resident bytes now (mincore over the zone's online blocks
+/// and the huge blocks).
+fn resident_bytes() -> usize {
+    PAGES.zone.resident_bytes() + HUGE.resident_bytes()
+}
+
 /// [`trim`]'s work.
 fn trim_now() -> usize {
+    let before = resident_bytes();
+    give_back_everything();
+    before.saturating_sub(resident_bytes())
+}
+
+/// Everything [`trim`] gives back.
+fn give_back_everything() {
     let h = current_heap();
     // SAFETY: h is this thread's heap (or the empty heap, left alone).
     unsafe {
@@ -599,5 +615,6 @@ fn trim_now() -> usize {
     HEAPS.drain_all_large_bins(&everywhere);
     HUGE.trim(&PAGES.zone.budget);
     PAGES.drain_all();
-    PAGES.zone.shrink(Shrink::All, usize::MAX) + PAGES.zone.release_idle(0, 0)
+    PAGES.zone.shrink(Shrink::All, usize::MAX);
+    PAGES.zone.release_idle(0, 0);
 }
