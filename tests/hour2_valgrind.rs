@@ -230,7 +230,7 @@ fn child_clean_workload() {
     // SAFETY: a non-zero layout; freed with the same layout.
     unsafe {
         let p = std::alloc::alloc(layout);
-        assert!(!p.is_null() && p as usize % 4096 == 0);
+        assert!(!p.is_null() && (p as usize).is_multiple_of(4096));
         p.write_bytes(1, 1000);
         let q = std::alloc::realloc(p, layout, 3000);
         assert_eq!(*q.add(999), 1);

@@ -67,9 +67,8 @@ fn attach_thread() -> *mut Heap {
         unsafe { libc::pthread_setspecific(key, h.cast()) };
     }
     // SAFETY: heaps live forever.
-    if key != u32::MAX
-        && (super::valgrind::on() || record::tracing() && record::attach(unsafe { &*h }))
-    {
+    let traced = || record::tracing() && record::attach(unsafe { &*h });
+    if key != u32::MAX && (super::valgrind::on() || traced()) {
         // Traced, or under valgrind: every event of this thread takes a
         // slow path, which finds the heap through the key.
         tls::set_heap(core::ptr::addr_of!(slab::heap::EMPTY_HEAP) as *mut Heap);
