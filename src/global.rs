@@ -54,12 +54,33 @@ impl PcpAlloc {
         } else {
             malloc::alloc_aligned(l.align(), l.size(), zero)
         };
-        if p.is_null() {
-            // Rust aborts next with "memory allocation of N bytes failed":
-            // say why first, when the reason is ours.
-            runtime::control::explain_failure(l.size());
+        if !p.is_null() && runtime::valgrind::on() {
+            runtime::valgrind::narrow(p, l.size());
         }
         p
+    }
+
+    /// `realloc` under valgrind: always a new block, so memcheck tracks
+    /// the layout's exact size.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::realloc`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn realloc_valgrind(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: GlobalAlloc::realloc's contract: new_size rounded to the
+        // alignment does not overflow.
+        let nl = unsafe { Layout::from_size_align_unchecked(new_size, l.align()) };
+        // SAFETY: nl has a non-zero size (realloc's contract).
+        let q = unsafe { self.alloc(nl) };
+        if !q.is_null() {
+            // SAFETY: both blocks are live and distinct; p holds l.size().
+            unsafe {
+                core::ptr::copy_nonoverlapping(p, q, l.size().min(new_size));
+                self.dealloc(p, l);
+            }
+        }
+        q
     }
 }
 
@@ -100,13 +121,13 @@ unsafe impl GlobalAlloc for PcpAlloc {
 
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
+        if runtime::valgrind::on() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.realloc_valgrind(p, l, new_size) };
+        }
         if l.align() <= classes::QUANTUM {
             // SAFETY: p is a live block of ours (GlobalAlloc contract).
-            let q = unsafe { malloc::realloc_raw(p, new_size) };
-            if q.is_null() {
-                runtime::control::explain_failure(new_size);
-            }
-            return q;
+            return unsafe { malloc::realloc_raw(p, new_size) };
         }
         // Over-aligned: keep the block if it still fits, else move.
         // SAFETY: p is a live block of ours.

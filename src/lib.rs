@@ -101,7 +101,7 @@ pub use config::{
     StatsAtExit,
 };
 pub use global::PcpAlloc;
-pub use runtime::control::SetError;
+pub use runtime::control::{SetError, SetErrorKind};
 
 /// This crate's version (`"0.1.0"`); C programs get it from
 /// `pcpalloc_version()`.
@@ -129,7 +129,9 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 /// nothing back: later requests fail until enough is freed),
 /// `PCPALLOC_STATS` and `PCPALLOC_PROFILE`; the others are read once at
 /// start
-/// ([`SetError::NotAtRunTime`]). C: `pcpalloc_set(name, value)`.
+/// ([`SetErrorKind::NotAtRunTime`]). An error names the setting:
+/// `PCPALLOC_MEMORY_LIMIT: below the minimum of 4 MiB`. C:
+/// `pcpalloc_set(name, value)`.
 ///
 /// ```no_run
 /// pcpalloc::set("decay_ms", "250").unwrap();
@@ -137,6 +139,21 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 /// ```
 pub fn set(name: &str, value: &str) -> Result<(), SetError> {
     runtime::control::set(name.as_bytes(), value.as_bytes())
+}
+
+/// Writes the value of a setting in force — `name` as for [`set`] — to
+/// `w`, as the report shows it: `1000` for `PCPALLOC_DECAY_MS`, `none`
+/// for no memory limit, `(stderr)` for `PCPALLOC_STATS_FILE` unset.
+/// [`SetErrorKind::Unknown`] if there is no such setting. Does not
+/// allocate (`w` may). C: `pcpalloc_get(name, buf, len)`.
+///
+/// ```no_run
+/// let mut v = String::new();
+/// pcpalloc::get("decay_ms", &mut v).unwrap();
+/// assert_eq!(v, "1000");
+/// ```
+pub fn get(name: &str, w: &mut impl core::fmt::Write) -> Result<(), SetError> {
+    runtime::control::get(name.as_bytes(), w)
 }
 
 /// Gives back what the calling thread caches — free objects on its bins,
@@ -179,7 +196,11 @@ pub fn write_report_json(w: &mut dyn core::fmt::Write) -> core::fmt::Result {
 }
 
 /// Gives everything cached back: empty slabs, pagesets, and all free memory
-/// to the OS. Returns the bytes released to the OS.
+/// to the OS. Returns the resident bytes given back: how far the heap's
+/// resident memory (mincore) fell across the call, so memory never
+/// touched, or given back before, does not count (other threads'
+/// allocations meanwhile count against it). Costs a mincore walk of the
+/// heap before and after.
 pub fn trim() -> usize {
     runtime::trim()
 }
@@ -272,6 +293,8 @@ pub mod internals {
     pub use crate::slab::slab::{tf_count, tf_list};
     pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
     pub use crate::stats_report::{contention_percent, count_cxx, CxxCall};
+    /// Whether the process runs under valgrind, any tool (asked once).
+    pub use crate::sys::valgrind::on as on_valgrind;
     pub use crate::sys::{current_cpu, inject_map_failures};
 
     use crate::page::LargeBlock as Block;
@@ -301,6 +324,11 @@ pub mod internals {
     /// Replaces the knobs at run time (the benchmark's ablation).
     pub fn set_knobs(k: Knobs) {
         PAGES.set_knobs(k);
+    }
+
+    /// [`crate::get`] with the name as bytes (the C face).
+    pub fn get_bytes(name: &[u8], w: &mut dyn core::fmt::Write) -> Result<(), crate::SetError> {
+        runtime::control::get(name, w)
     }
 
     /// [`crate::set`] with the name and value as bytes (the C face).

@@ -246,7 +246,9 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
         return p;
     }
     if let Some(b) = huge {
-        if size > LARGE_MAX {
+        // Under valgrind a block that moves is a new block (memcheck is
+        // told of the allocation and the free below).
+        if size > LARGE_MAX && !runtime::valgrind::on() {
             // SAFETY: b is a live huge block of the caller's.
             let q = unsafe { runtime::realloc_huge(b, size) };
             if !q.is_null() {

@@ -129,7 +129,11 @@ fn every_setting_comes_from_the_config() {
     let j: serde_json::Value = serde_json::from_str(json.trim_end()).unwrap();
     assert_eq!(j["pid"].as_u64(), Some(u64::from(pid)));
     for (name, want) in EXPECTED {
-        assert_eq!(j["settings"][name], want, "{name}");
+        // Whole numbers are JSON numbers, the rest strings.
+        match want.parse::<u64>() {
+            Ok(n) => assert_eq!(j["settings"][name].as_u64(), Some(n), "{name}"),
+            Err(_) => assert_eq!(j["settings"][name], want, "{name}"),
+        }
     }
     // And the trace the configured prefix names.
     let trace = format!("{TRACE}.{pid}");

@@ -82,30 +82,26 @@ fn refused_values_get_one_line_each_and_the_program_runs() {
 
 /// Holds more than the limit the environment sets (run by the next test).
 #[test]
-#[ignore = "run by a_failure_at_the_limit_says_why"]
+#[ignore = "run by a_failure_at_the_limit_aborts_with_rusts_line_alone"]
 fn allocate_past_the_limit() {
     let v: Vec<Vec<u8>> = (0..64).map(|_| vec![1u8; 1 << 20]).collect();
     println!("held {}", v.len());
 }
 
+/// At the limit the allocation fails and Rust aborts with its own line;
+/// pcpalloc prints nothing (it cannot tell this failure from one the
+/// program handles, as `try_reserve`'s: tests/hour2_api.rs).
 #[test]
-fn a_failure_at_the_limit_says_why() {
+fn a_failure_at_the_limit_aborts_with_rusts_line_alone() {
     let o = child(
         "allocate_past_the_limit",
         &[("PCPALLOC_MEMORY_LIMIT", "16M")],
     );
     assert!(!o.status.success(), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
-    let why = err
-        .lines()
-        .position(|l| {
-            l.starts_with("pcpalloc: cannot allocate ")
-                && l.contains("the memory limit (PCPALLOC_MEMORY_LIMIT or Config::memory_limit) of 16777216 bytes is reached")
-        })
-        .unwrap_or_else(|| panic!("{err}"));
-    let rust = err
-        .lines()
-        .position(|l| l.starts_with("memory allocation of "))
-        .unwrap_or_else(|| panic!("{err}"));
-    assert!(why < rust, "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("memory allocation of ")),
+        "{err}"
+    );
+    assert!(!err.contains("pcpalloc: cannot allocate"), "{err}");
 }

@@ -43,6 +43,13 @@ int pcpalloc_report(void (*write)(void *ctx, const char *text, size_t len), void
  * M_PERTURB) has no counterpart and returns 0. */
 int pcpalloc_set(const char *name, const char *value);
 
+/* Writes the value of a setting in force (name as for pcpalloc_set), as
+ * the report shows it ("1000", "none", "(stderr)"), into buf: len bytes,
+ * NUL-terminated. Returns 0; ERANGE if the value was cut to fit; ENOENT for
+ * an unknown name; EINVAL for a NULL name or a NULL or empty buffer; ENOSYS
+ * if the allocator could not start. Does not allocate. */
+int pcpalloc_get(const char *name, char *buf, size_t len);
+
 /* The library's version, e.g. "0.1.0" (a static string). */
 const char *pcpalloc_version(void);
 

@@ -102,13 +102,67 @@ pub unsafe extern "C" fn pcpalloc_set(name: *const c_char, value: *const c_char)
 
 /// The C return code of a run-time setting change.
 pub fn set_errno_code(r: Result<(), pcpalloc_core::SetError>) -> c_int {
-    use pcpalloc_core::SetError;
-    match r {
+    use pcpalloc_core::SetErrorKind;
+    match r.map_err(|e| e.kind()) {
         Ok(()) => 0,
-        Err(SetError::Unknown) => libc::ENOENT,
-        Err(SetError::NotAtRunTime) => libc::EPERM,
-        Err(SetError::Invalid(_)) => libc::EINVAL,
-        Err(SetError::NotRunning) => libc::ENOSYS,
+        Err(SetErrorKind::Unknown) => libc::ENOENT,
+        Err(SetErrorKind::NotAtRunTime) => libc::EPERM,
+        Err(SetErrorKind::Invalid(_)) => libc::EINVAL,
+        Err(SetErrorKind::NotRunning) => libc::ENOSYS,
+    }
+}
+
+/// A caller's buffer as a `fmt::Write`: what does not fit (the NUL kept)
+/// is dropped and noted.
+struct CBuf {
+    buf: *mut u8,
+    len: usize,
+    at: usize,
+    cut: bool,
+}
+
+impl core::fmt::Write for CBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.len.saturating_sub(1).saturating_sub(self.at);
+        let n = s.len().min(room);
+        // SAFETY: buf holds len bytes (pcpalloc_get's contract) and
+        // at + n < len.
+        unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.at), n) };
+        self.at += n;
+        self.cut |= n < s.len();
+        Ok(())
+    }
+}
+
+/// Writes the value of setting `name` (`"PCPALLOC_DECAY_MS"` or
+/// `"decay_ms"`) in force, as the report shows it, into `buf` (`len`
+/// bytes, NUL-terminated). Returns 0; `ERANGE` if the value was cut to
+/// fit; `ENOENT` for an unknown name; `EINVAL` for a null name, or a null
+/// or empty buffer; `ENOSYS` if the allocator could not start. Does not
+/// allocate.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string; `buf` is null or valid for
+/// `len` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn pcpalloc_get(name: *const c_char, buf: *mut c_char, len: usize) -> c_int {
+    if name.is_null() || buf.is_null() || len == 0 {
+        return libc::EINVAL;
+    }
+    // SAFETY: name is NUL-terminated (contract).
+    let name = unsafe { CStr::from_ptr(name) };
+    let mut w = CBuf {
+        buf: buf.cast(),
+        len,
+        at: 0,
+        cut: false,
+    };
+    let r = pcpalloc_core::internals::get_bytes(name.to_bytes(), &mut w);
+    // SAFETY: at < len (CBuf keeps a byte for the NUL).
+    unsafe { *buf.add(w.at) = 0 };
+    match set_errno_code(r) {
+        0 if w.cut => libc::ERANGE,
+        c => c,
     }
 }
 

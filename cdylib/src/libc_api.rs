@@ -3,6 +3,22 @@
 use core::ffi::{c_int, c_void};
 
 use pcpalloc_core::internals::malloc as m;
+use pcpalloc_core::internals::on_valgrind;
+
+// Under valgrind, memcheck (and every tool that replaces malloc) replaces
+// the functions it knows in every object — malloc, free, realloc, calloc,
+// the aligned family, malloc_usable_size, C++'s operators — but not
+// reallocarray, pvalloc (only libc's), free_sized or free_aligned_sized.
+// Those then call the exported functions it replaced, by address, so a
+// block never crosses from one heap to the other (reallocarray's block
+// freed by memcheck's free was an "Invalid free()" on `ls`).
+
+/// `f`, opaque to the optimiser: a call through it reaches the exported
+/// function's address, where valgrind redirects, never an inlined copy.
+#[inline(always)]
+fn exported<F>(f: F) -> F {
+    core::hint::black_box(f)
+}
 
 /// C `malloc`.
 #[no_mangle]
@@ -52,6 +68,16 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
 /// `p` is null or a live block from this allocator.
 #[no_mangle]
 pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    if on_valgrind() {
+        let Some(total) = n.checked_mul(size) else {
+            // SAFETY: errno's location is valid for the calling thread.
+            unsafe { *libc::__errno_location() = libc::ENOMEM };
+            return core::ptr::null_mut();
+        };
+        let f: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void = realloc;
+        // SAFETY: forwarded contract.
+        return unsafe { exported(f)(p, total) };
+    }
     // SAFETY: forwarded contract.
     unsafe { m::reallocarray(p.cast(), n, size).cast() }
 }
@@ -87,6 +113,16 @@ pub extern "C" fn valloc(size: usize) -> *mut c_void {
 /// Obsolete `pvalloc`.
 #[no_mangle]
 pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    if on_valgrind() {
+        const PAGE: usize = 4096;
+        let Some(s) = size.max(1).checked_next_multiple_of(PAGE) else {
+            // SAFETY: errno's location is valid for the calling thread.
+            unsafe { *libc::__errno_location() = libc::ENOMEM };
+            return core::ptr::null_mut();
+        };
+        let f: extern "C" fn(usize, usize) -> *mut c_void = memalign;
+        return exported(f)(PAGE, s);
+    }
     m::pvalloc(size).cast()
 }
 
@@ -108,6 +144,11 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
 /// As `free`.
 #[no_mangle]
 pub unsafe extern "C" fn free_sized(p: *mut c_void, _size: usize) {
+    if on_valgrind() {
+        let f: unsafe extern "C" fn(*mut c_void) = free;
+        // SAFETY: forwarded contract.
+        return unsafe { exported(f)(p) };
+    }
     // SAFETY: forwarded contract.
     unsafe { m::free(p.cast()) }
 }
@@ -119,6 +160,11 @@ pub unsafe extern "C" fn free_sized(p: *mut c_void, _size: usize) {
 /// As `free`.
 #[no_mangle]
 pub unsafe extern "C" fn free_aligned_sized(p: *mut c_void, _align: usize, _size: usize) {
+    if on_valgrind() {
+        let f: unsafe extern "C" fn(*mut c_void) = free;
+        // SAFETY: forwarded contract.
+        return unsafe { exported(f)(p) };
+    }
     // SAFETY: forwarded contract.
     unsafe { m::free(p.cast()) }
 }
@@ -174,7 +220,7 @@ pub extern "C" fn __libc_valloc(size: usize) -> *mut c_void {
 /// glibc's `__libc_pvalloc`.
 #[no_mangle]
 pub extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
-    m::pvalloc(size).cast()
+    pvalloc(size)
 }
 
 /// glibc's `__posix_memalign`.

@@ -47,6 +47,7 @@ pub mod settings;
 pub mod thread;
 pub mod tick;
 pub mod tls;
+pub mod valgrind;
 
 pub use paths::{alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge, trim};
 pub use process::{configure_once, ensure_init, free_key, pages_of, HEAPS, PAGES};

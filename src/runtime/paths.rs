@@ -20,7 +20,7 @@ use super::process::pages_of;
 use super::process::{self, HEAPS, HUGE, PAGES};
 use super::thread::thread_heap;
 use super::tls::current_heap;
-use super::{hooks, late, reclaim, record, sampled, tick, tls};
+use super::{hooks, late, reclaim, record, sampled, tick, tls, valgrind};
 
 /// The small-object allocation slow path for `class`: the thread's heap is
 /// set up if needed, the tick runs if due, and the heap refills; at the
@@ -40,6 +40,9 @@ pub fn alloc_small_slow(class: usize) -> *mut u8 {
             return p;
         }
     }
+    if valgrind::on() {
+        return valgrind::allocation(false, || out_of_memory_if_null(alloc_small(class)));
+    }
     out_of_memory_if_null(alloc_small(class))
 }
 
@@ -54,7 +57,7 @@ fn alloc_small(class: usize) -> *mut u8 {
     if h.is_null() {
         return h.cast();
     }
-    if record::tracing() {
+    if record::every_op_slow() {
         return alloc_small_traced(h, class);
     }
     refill(h, class)
@@ -113,7 +116,7 @@ unsafe fn collect_if_asked(h: *mut Heap, pages: &crate::page_alloc::Pages<'_>) {
     }
 }
 
-/// While tracing, every small allocation comes here: the fast path's work
+/// While tracing (or under valgrind), every small allocation comes here: the fast path's work
 /// on the thread's real heap, then the record.
 #[cold]
 #[inline(never)]
@@ -219,7 +222,7 @@ unsafe fn free_small_remote(p: *mut u8, s: *mut Slab) {
 #[cold]
 #[inline(never)]
 unsafe fn free_small_remote_slow(p: *mut u8, s: *mut Slab) {
-    if record::tracing() {
+    if record::every_op_slow() {
         // SAFETY: forwarded contract.
         return unsafe { free_small_traced(p, s) };
     }
@@ -254,7 +257,7 @@ fn freeing_heap() -> *mut Heap {
 #[cold]
 #[inline(never)]
 pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
-    if record::tracing() {
+    if record::every_op_slow() {
         // SAFETY: forwarded contract.
         return unsafe { free_small_traced(p, s) };
     }
@@ -285,14 +288,29 @@ unsafe fn free_small_rare(p: *mut u8, s: *mut Slab, h: *mut Heap, key: usize) {
     }
 }
 
-/// While tracing, every small free comes here: the record, then the fast
-/// path's work on the thread's real heap.
+/// While tracing (or under valgrind), every small free comes here: the
+/// record, then the fast path's work on the thread's real heap.
 ///
 /// # Safety
 /// As [`free_small_slow`].
 #[cold]
 #[inline(never)]
 unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
+    if valgrind::on() {
+        valgrind::freeing(p);
+        // SAFETY: forwarded contract.
+        unsafe { free_small_traced_plain(p, s) };
+        return valgrind::freed();
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free_small_traced_plain(p, s) }
+}
+
+/// [`free_small_traced`]'s work.
+///
+/// # Safety
+/// As [`free_small_slow`].
+unsafe fn free_small_traced_plain(p: *mut u8, s: *mut Slab) {
     let mut h = thread_heap();
     if h.is_null() {
         h = core::ptr::addr_of!(crate::slab::heap::EMPTY_HEAP) as *mut Heap;
@@ -321,6 +339,9 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
 /// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    if valgrind::on() {
+        return valgrind::allocation(zero, || alloc_big_unsampled(size, align, zero));
+    }
     if profile::sampling() {
         return sampled::alloc_big(size, || alloc_big_unsampled(size, align, zero));
     }
@@ -434,6 +455,22 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
 #[cold]
 #[inline(never)]
 pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
+    if valgrind::on() {
+        valgrind::freeing(p);
+        // SAFETY: forwarded contract.
+        unsafe { free_block_plain(p, d) };
+        return valgrind::freed();
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free_block_plain(p, d) }
+}
+
+/// [`free_block`]'s work.
+///
+/// # Safety
+/// As [`free_block`].
+#[inline(always)]
+unsafe fn free_block_plain(p: *mut u8, d: *mut Page) {
     // SAFETY: forwarded contract; checked_block validates the rest.
     unsafe {
         let b = large::checked_block(p, d, Caller::Free);
@@ -503,6 +540,10 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
 #[cold]
 #[inline(never)]
 pub unsafe fn free_foreign(p: *mut u8, who: Caller) {
+    let vg = valgrind::on();
+    if vg {
+        valgrind::freeing(p);
+    }
     // SAFETY: forwarded contract.
     let b = unsafe { large::checked_huge(p, who) };
     // SAFETY: b is a live huge block the caller frees.
@@ -512,6 +553,9 @@ pub unsafe fn free_foreign(p: *mut u8, who: Caller) {
     unsafe { HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch()) };
     tick::memory_waiting();
     sys::set_errno(saved);
+    if vg {
+        valgrind::freed();
+    }
 }
 
 /// Resizes huge block `b` in place or by moving its pages; null if it
@@ -531,11 +575,32 @@ pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
 /// cached blocks, the abandoned heaps' empty slabs, every other thread's
 /// slabs whose every object is free (`slab/emptied.rs`), every thread's
 /// large bins, every pageset, and all free memory to the OS. Returns the
-/// bytes released to the OS.
+/// resident bytes given back: how far the heap's resident memory (as
+/// mincore counts it) fell across the trim — not the length of the
+/// ranges released, of which pages never touched or already given back
+/// held nothing. Other threads' allocations meanwhile count against it.
 pub fn trim() -> usize {
     if !process::is_ready() {
         return 0;
     }
+    valgrind::own_work(trim_now)
+}
+
+/// The heap's resident bytes now (mincore over the zone's online blocks
+/// and the huge blocks).
+fn resident_bytes() -> usize {
+    PAGES.zone.resident_bytes() + HUGE.resident_bytes()
+}
+
+/// [`trim`]'s work.
+fn trim_now() -> usize {
+    let before = resident_bytes();
+    give_back_everything();
+    before.saturating_sub(resident_bytes())
+}
+
+/// Everything [`trim`] gives back.
+fn give_back_everything() {
     let h = current_heap();
     // SAFETY: h is this thread's heap (or the empty heap, left alone).
     unsafe {
@@ -550,5 +615,6 @@ pub fn trim() -> usize {
     HEAPS.drain_all_large_bins(&everywhere);
     HUGE.trim(&PAGES.zone.budget);
     PAGES.drain_all();
-    PAGES.zone.shrink(Shrink::All, usize::MAX) + PAGES.zone.release_idle(0, 0)
+    PAGES.zone.shrink(Shrink::All, usize::MAX);
+    PAGES.zone.release_idle(0, 0);
 }

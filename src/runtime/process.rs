@@ -179,6 +179,9 @@ fn init() -> bool {
     FREE_KEY.store(random_key(), Relaxed);
     keep_stderr_for_report();
     super::record::start();
+    // Asked once, before the first heap: under valgrind every operation
+    // takes a slow path (`valgrind.rs`).
+    super::valgrind::on();
     let thread_mode = SETTINGS.pcp_mode() == PcpMode::Thread;
     THREAD_MODE.store(thread_mode, Relaxed);
     PAGES.pagesets.set_steal(!thread_mode);

@@ -31,6 +31,14 @@ pub fn tracing() -> bool {
     TRACING.load(Relaxed)
 }
 
+/// Whether every allocation and free takes a slow path: while tracing,
+/// and under valgrind (`valgrind.rs`), the TLS heap pointer stays the
+/// empty heap and the slow paths find the thread's heap by its key.
+#[inline]
+pub fn every_op_slow() -> bool {
+    tracing() || super::valgrind::on()
+}
+
 /// At init: opens `PREFIX.<pid>` if `PCPALLOC_TRACE` is set, and writes
 /// its header. A file that cannot be created gets one line on stderr and
 /// no trace.

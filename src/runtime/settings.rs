@@ -629,15 +629,35 @@ pub fn write_settings(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
 }
 
 /// Writes every setting in force as the members of a JSON object
-/// (`"NAME":"value"`, comma-separated; the braces are the caller's).
+/// (`"NAME":value`, comma-separated; the braces are the caller's): a
+/// value that is a whole number (`1000`) as a JSON number, any other
+/// (`none`, `64M`, `cpu`) as a string.
 pub fn write_settings_json(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
     for (i, t) in TUNABLES.iter().enumerate() {
         let mut v = FixedBuf::<{ STATS_FILE_MAX + 16 }>::new();
         (t.show)(&mut v, knobs)?;
         write!(w, "{}\"{}\":", if i == 0 { "" } else { "," }, t.name)?;
-        write_json_string(w, v.as_bytes())?;
+        if is_json_integer(v.as_bytes()) {
+            write_digits(w, v.as_bytes())?;
+        } else {
+            write_json_string(w, v.as_bytes())?;
+        }
     }
     Ok(())
+}
+
+/// Whether `v` is a whole number as JSON writes one: digits, no leading
+/// zero (`0` itself aside), at most 18 of them (a reader's 64 bits).
+fn is_json_integer(v: &[u8]) -> bool {
+    !v.is_empty()
+        && v.len() <= 18
+        && v.iter().all(u8::is_ascii_digit)
+        && (v[0] != b'0' || v.len() == 1)
+}
+
+/// Writes `v` (ASCII digits) as it is.
+fn write_digits(w: &mut dyn Write, v: &[u8]) -> fmt::Result {
+    w.write_str(core::str::from_utf8(v).map_err(|_| fmt::Error)?)
 }
 
 fn apply_bool(v: &[u8], cell: &AtomicBool) -> Verdict {

@@ -40,7 +40,7 @@ fn attach_thread() -> *mut Heap {
     if !process::ensure_init() || tls::exited() {
         return core::ptr::null_mut();
     }
-    if record::tracing() {
+    if record::every_op_slow() {
         let h = tls::keyed_heap();
         if !h.is_null() {
             return h;
@@ -67,9 +67,10 @@ fn attach_thread() -> *mut Heap {
         unsafe { libc::pthread_setspecific(key, h.cast()) };
     }
     // SAFETY: heaps live forever.
-    if key != u32::MAX && record::tracing() && record::attach(unsafe { &*h }) {
-        // Traced: every event of this thread takes a slow path, which
-        // finds the heap through the key.
+    let traced = || record::tracing() && record::attach(unsafe { &*h });
+    if key != u32::MAX && (super::valgrind::on() || traced()) {
+        // Traced, or under valgrind: every event of this thread takes a
+        // slow path, which finds the heap through the key.
         tls::set_heap(core::ptr::addr_of!(slab::heap::EMPTY_HEAP) as *mut Heap);
     }
     process::note_thread();
@@ -110,7 +111,11 @@ fn thread_key() -> u32 {
 /// from the late heap and never brings the key back (see `late.rs`).
 /// Never allocates.
 extern "C" fn thread_exit_hook(h: *mut libc::c_void) {
-    let h = h.cast::<Heap>();
+    super::valgrind::own_work(|| thread_exit(h.cast::<Heap>()));
+}
+
+/// [`thread_exit_hook`]'s work on the exiting thread's heap `h`.
+fn thread_exit(h: *mut Heap) {
     // SAFETY: the key's value is the exiting thread's heap, which it still
     // owns; heaps live forever.
     unsafe {
@@ -148,12 +153,12 @@ pub fn thread_flush() {
     }
     let h = tls::current_heap();
     // SAFETY: h is this thread's heap (or the empty heap, left alone).
-    unsafe {
+    super::valgrind::own_work(|| unsafe {
         if !(*h).is_empty_heap() {
             let pages = pages_of(&*h);
             (*h).owned().collect(&pages);
         }
-    }
+    });
 }
 
 /// The calling thread's byte counters (see [`ThreadStats`]); zeros for a

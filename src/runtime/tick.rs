@@ -364,7 +364,7 @@ extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
         if THREAD.load(Acquire) != RUNNING {
             return core::ptr::null_mut();
         }
-        tick();
+        super::valgrind::own_work(tick);
     }
 }
 

@@ -197,7 +197,7 @@ pub(super) static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 /// it is found through the thread's pthread key.
 pub fn current_heap() -> *mut Heap {
     let h = heap();
-    if record::tracing() {
+    if record::every_op_slow() {
         let k = keyed_heap();
         if !k.is_null() {
             return k;

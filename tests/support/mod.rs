@@ -17,6 +17,15 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
+/// Whether libpcpalloc.so can be had: the workspace's preload crate is
+/// here (not so in the packaged crate, `cargo package`), or PCPTEST_LIB
+/// names a library. A test that needs it and finds none says so
+/// ([`skip`]) and passes.
+pub fn have_preload_lib() -> bool {
+    std::env::var_os("PCPTEST_LIB").is_some_and(|v| !v.is_empty())
+        || root().join("cdylib/Cargo.toml").exists()
+}
+
 /// Builds libpcpalloc.so (release) into its own target directory — cargo
 /// holds the lock on the main one while tests run — and returns its path.
 /// With PCPTEST_LIB=/path/to/libpcpalloc.so set, uses that library
