@@ -5,10 +5,9 @@
 //!
 //! Both directions take the same path. `internals::free_pages` is malloc's
 //! `free`, which puts a page-granular block in the thread's large bins and
-//! the pagesets' large lists, where `alloc_pages` never looks: every
-//! allocation then refilled from the zone, which grew by a section after
-//! another (the page sections measured 0.44x for order 0 and 0.01x for
-//! order 2, and left the process holding gigabytes).
+//! the pagesets' large lists, where `internals::alloc_pages` never looks:
+//! paired with it, every allocation refills from the zone, which grows
+//! without end.
 
 use pcpalloc::internals::{self, MigrateType, Page};
 
