@@ -8,8 +8,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use pcpalloc::internals::{self, MigrateType};
+use pcpalloc::internals;
 use pcpalloc::PcpAlloc;
+use pcpalloc_bench::pages;
 
 const SIZES: [usize; 5] = [16, 64, 256, 1024, 16384];
 
@@ -64,28 +65,22 @@ fn malloc_free(c: &mut Criterion) {
 }
 
 fn pages(c: &mut Criterion) {
+    assert!(internals::ensure_init());
     let mut g = c.benchmark_group("page_alloc_free");
     for order in 0..=3u32 {
-        g.bench_with_input(BenchmarkId::new("pcp", order), &order, |b, &o| {
-            b.iter(|| {
-                let p = internals::alloc_pages(o, MigrateType::Movable);
-                // SAFETY: a block of this order, freed at once.
-                unsafe {
-                    black_box(p).write(1);
-                    internals::free_pages(p);
-                }
-            })
-        });
-        g.bench_with_input(BenchmarkId::new("zone", order), &order, |b, &o| {
-            b.iter(|| {
-                let p = internals::alloc_pages_zone(o, MigrateType::Movable);
-                // SAFETY: as above.
-                unsafe {
-                    black_box(p).write(1);
-                    internals::free_pages_zone(p, o);
-                }
-            })
-        });
+        for (name, pcp) in [("pcp", true), ("zone", false)] {
+            g.bench_with_input(BenchmarkId::new(name, order), &order, |b, &o| {
+                b.iter(|| {
+                    let p = pages::alloc(o, pcp);
+                    // SAFETY: a block of this order, freed at once the way
+                    // it came.
+                    unsafe {
+                        pages::addr(black_box(p)).write(1);
+                        pages::free(p, o, pcp);
+                    }
+                })
+            });
+        }
         let l = Layout::from_size_align(4096 << order, 4096).unwrap();
         g.bench_with_input(BenchmarkId::new("system_aligned", order), &l, |b, &l| {
             b.iter(|| pair(&System, l))

@@ -3,6 +3,7 @@
 //! measurements.
 
 pub mod chart;
+pub mod pages;
 pub mod pin;
 pub mod preload;
 pub mod replay;

@@ -7,11 +7,16 @@
 //! `cargo bench --bench workloads`, or `-- --quick` for a first look (the
 //! in-process sections only, shorter and fewer runs). Every figure is the
 //! median of its runs with the range beside it; each section says how long
-//! it took. Results go to stdout and to the target directory's `bench/`
-//! (report.md, samples.csv with every run's figures, *.svg).
+//! it took. Each section runs in a fresh process of its own (this program
+//! with `--section`), so no section measures the allocator state or the
+//! memory another one left, and this process stays small. Results go to
+//! stdout and to a folder of their own per run, `bench/<UTC date-time>-
+//! <commit>/` in the target directory (machine.txt, report.md, samples.csv
+//! with every run's figures, *.svg), with `bench/latest` pointing at it.
 
 mod allocs;
 mod band;
+mod machine;
 mod measure;
 mod preload;
 mod sections;
@@ -34,6 +39,11 @@ pub struct Opts {
     pub only: Vec<String>,
     /// An earlier libpcpalloc.so to run the C programs with too.
     pub baseline: Option<std::path::PathBuf>,
+    /// Child mode: run this one section, writing its text and figures to
+    /// `out` (set by the parent, which runs each section so).
+    pub section: Option<String>,
+    /// The run's folder (child mode).
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// The sections quick mode leaves out unless `--only` names them: they
@@ -117,6 +127,7 @@ fn parse_args() -> Result<Opts, lexopt::Error> {
     let mut p = lexopt::Parser::from_env();
     let mut quick = false;
     let (mut secs, mut runs, mut only, mut baseline) = (None, None, vec![], None);
+    let (mut section, mut out) = (None, None);
     while let Some(arg) = p.next()? {
         match arg {
             Long("quick") => quick = true,
@@ -138,6 +149,8 @@ fn parse_args() -> Result<Opts, lexopt::Error> {
                 }
             }
             Long("baseline") => baseline = Some(std::path::PathBuf::from(p.value()?)),
+            Long("section") => section = Some(p.value()?.parse()?),
+            Long("out") => out = Some(std::path::PathBuf::from(p.value()?)),
             // cargo bench passes --bench to the harness.
             Long("bench") => {}
             Short('h') | Long("help") => {
@@ -153,6 +166,8 @@ fn parse_args() -> Result<Opts, lexopt::Error> {
         runs: runs.unwrap_or(if quick { 3 } else { 5 }),
         only,
         baseline,
+        section,
+        out,
     })
 }
 
@@ -177,13 +192,24 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let (Some(name), Some(out)) = (&opts.section, &opts.out) {
+        run_section(name, &opts, out);
+        return;
+    }
     let quick = opts.quick;
     let t0 = Instant::now();
-    let out_dir = pcpalloc_bench::preload::target_dir().join("bench");
-    std::fs::create_dir_all(&out_dir).unwrap();
+    let base = pcpalloc_bench::preload::target_dir().join("bench");
+    let machine = machine::Machine::read();
+    let out_dir = base.join(machine.run_name());
+    std::fs::create_dir_all(out_dir.join("sections")).unwrap();
+    let out_dir = std::fs::canonicalize(&out_dir).unwrap_or(out_dir);
+    std::fs::write(out_dir.join("machine.txt"), machine.text()).unwrap();
+    let latest = base.join("latest");
+    let _ = std::fs::remove_file(&latest);
+    let _ = std::os::unix::fs::symlink(out_dir.file_name().unwrap(), &latest);
     let tty = std::io::stderr().is_terminal();
     let mut md = String::new();
-    md.push_str(&sections::header(&opts));
+    md.push_str(&sections::header(&opts, &machine));
     if quick && opts.only.is_empty() {
         md.push_str(&format!(
             "Quick mode: {} left out (`--only {}` runs them).\n",
@@ -192,11 +218,9 @@ fn main() {
         ));
     }
     println!("{md}");
-    SAMPLES
-        .lock()
-        .unwrap()
-        .push_str("section,case,variant,run,metric,value\n");
-    for (name, f) in sections::SECTIONS {
+    let mut samples = String::from("section,case,variant,run,metric,value\n");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for (name, _) in sections::SECTIONS {
         if !opts.wants(name) {
             continue;
         }
@@ -204,29 +228,59 @@ fn main() {
             eprintln!("workloads: {name} ...");
         }
         let ts = Instant::now();
-        let mut text = f(&opts, &out_dir);
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(&args)
+            .envs(sections::section_env(name).iter().copied())
+            .args(["--section", name, "--out"])
+            .arg(&out_dir)
+            .status();
         if tty {
             eprint!("\r\x1b[2K");
         }
+        let file = |ext: &str| out_dir.join("sections").join(format!("{name}.{ext}"));
+        let mut text = match status {
+            Ok(s) if s.success() => std::fs::read_to_string(file("md")).unwrap_or_default(),
+            s => format!("### {name}\n\nThe section's process failed ({s:?}).\n"),
+        };
+        samples.push_str(&std::fs::read_to_string(file("csv")).unwrap_or_default());
         text.push_str(&format!(
-            "\n_The {name} section took {:.0} s._\n",
-            ts.elapsed().as_secs_f64()
+            "\n_The {name} section took {:.0} s{}._\n",
+            ts.elapsed().as_secs_f64(),
+            std::fs::read_to_string(file("rss"))
+                .map(|r| format!("; its process held {r} at its end"))
+                .unwrap_or_default()
         ));
         println!("{text}");
         md.push_str(&text);
         md.push('\n');
     }
     let took = format!(
-        "Benchmark took {:.0} s ({} mode).\n",
+        "Benchmark took {:.0} s ({} mode); load average at the end: {}.\n",
         t0.elapsed().as_secs_f64(),
-        if quick { "quick" } else { "full" }
+        if quick { "quick" } else { "full" },
+        machine::load_average()
     );
     println!("{took}");
     md.push_str(&took);
     std::fs::write(out_dir.join("report.md"), md).unwrap();
-    std::fs::write(out_dir.join("samples.csv"), &*SAMPLES.lock().unwrap()).unwrap();
+    std::fs::write(out_dir.join("samples.csv"), samples).unwrap();
     println!(
-        "Report, every run's figures and plots written to {} (report.md, samples.csv, *.svg)",
+        "Report, every run's figures and plots written to {} (machine.txt, report.md, samples.csv, *.svg)",
         out_dir.display()
     );
+}
+
+/// Child mode: runs section `name` in this fresh process and leaves its
+/// text, its figures and this process's RSS at its end in `out/sections/`.
+fn run_section(name: &str, opts: &Opts, out: &std::path::Path) {
+    let Some((_, f)) = sections::SECTIONS.iter().find(|(n, _)| *n == name) else {
+        eprintln!("workloads: no section {name:?}");
+        std::process::exit(2);
+    };
+    let text = f(opts, out);
+    let file = |ext: &str| out.join("sections").join(format!("{name}.{ext}"));
+    std::fs::write(file("md"), text).unwrap();
+    std::fs::write(file("csv"), &*SAMPLES.lock().unwrap()).unwrap();
+    let rss = pcpalloc_bench::table::mib(measure::rss() as f64);
+    std::fs::write(file("rss"), rss).unwrap();
 }

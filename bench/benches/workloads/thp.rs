@@ -100,21 +100,26 @@ fn median<T>(runs: &HashMap<usize, Vec<T>>, i: usize, f: fn(&T) -> f64) -> f64 {
     }
 }
 
-/// Peak RSS in bytes of `program args` (the child's ru_maxrss).
-fn peak_rss(program: &str, args: &[&str], who: &Contender) -> Option<f64> {
-    let mut c = command(Path::new(program), &[], who);
-    c.args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let child = c.spawn().ok()?;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is valid; wait4 fills it for our child.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pid is our child's, not yet waited for (Child::drop
-    // does not wait).
-    let r = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
-    (r > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
-        .then_some(ru.ru_maxrss as f64 * 1024.0)
+/// Peak RSS in bytes of `program args` under `who`: its ru_maxrss, taken
+/// by `bench/c/maxrss.c`, which forks it from a process of its own — the
+/// ru_maxrss of a child of this process would start from this process's
+/// size, and getrusage's RUSAGE_CHILDREN is the most over every child.
+fn peak_rss(maxrss: &Path, program: &str, args: &[&str], who: &Contender) -> Option<f64> {
+    let mut c = Command::new(maxrss);
+    if let Some(p) = &who.preload {
+        c.arg(format!("LD_PRELOAD={}", p.display()));
+    }
+    for (k, v) in &who.env {
+        c.arg(format!("{k}={v}"));
+    }
+    c.arg("--").arg(program).args(args);
+    let o = c.stderr(std::process::Stdio::null()).output().ok()?;
+    let out = String::from_utf8_lossy(&o.stdout);
+    let ok = o.status.success() && field(&out, "status ") == Some(0.0);
+    // The program's own output comes first; the helper's lines last.
+    ok.then(|| field(&out, "maxrss_kib "))
+        .flatten()
+        .map(|kib| kib * 1024.0)
 }
 
 pub fn section(opts: &Opts, out: &Path) -> String {
@@ -130,6 +135,9 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     };
     let Some(phases_bin) = compile("phases", &cdir) else {
         return "### Huge pages\n\nphases.c could not be compiled; section skipped.\n".into();
+    };
+    let Some(maxrss) = compile("maxrss", &cdir) else {
+        return "### Huge pages\n\nmaxrss.c could not be compiled; section skipped.\n".into();
     };
     let mut who: Vec<Contender> = Vec::new();
     for (name, pre) in allocators(lib.clone(), opts) {
@@ -202,7 +210,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     for _ in 0..5 {
         for (i, w) in who.iter().enumerate() {
             for (k, (_, prog, a)) in small.iter().enumerate() {
-                if let Some(v) = peak_rss(prog, a, w) {
+                if let Some(v) = peak_rss(&maxrss, prog, a, w) {
                     rss.entry((k, i)).or_default().push(v);
                 }
             }
@@ -272,9 +280,12 @@ pub fn section(opts: &Opts, out: &Path) -> String {
          bench/c/phases.c {phase}: rounds of temporaries (128-511 B, up to {pmib} MiB) freed in \
          random order, one 16-95 B object kept per 16 of them (10 MiB of them with 256 MiB); the kept \
          objects' pageblocks, and what stays resident {pwait} s after. \
-         Medians of {runs} interleaved rounds; small programs: medians of 5 runs (ru_maxrss). \
+         Medians of {runs} interleaved rounds; small programs: medians of 5 runs, each one's \
+         ru_maxrss from wait4 in bench/c/maxrss.c, which forks it (its floor: {floor}, /bin/true's). \
          System THP setting: {}.",
         thp.trim(),
+        floor = peak_rss(&maxrss, "true", &[], &Contender { name: String::new(), preload: None, env: vec![] })
+            .map_or("-".into(), mib),
         phase = phase_args.join(" "),
         pmib = phase_args[1],
         pwait = phase_args[2],

@@ -24,11 +24,26 @@ pub fn child_burst(args: &[String]) {
     for (t, r) in tr.samples {
         println!("{t} {r}");
     }
+    println!("huge {}", anon_huge_bytes());
 }
 
-/// One run of burst-idle: RSS before the burst, its peak, and samples of
-/// (seconds after the frees, RSS).
-type BurstRun = (u64, u64, Vec<(f64, u64)>);
+/// This process's anonymous memory in huge pages (smaps_rollup's
+/// AnonHugePages), in bytes: khugepaged may collapse a 2 MiB range of a
+/// MADV_HUGEPAGE mapping with one resident page into a huge page while
+/// the process sleeps, which raises its RSS.
+fn anon_huge_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+/// One run of burst-idle: RSS before the burst, its peak, samples of
+/// (seconds after the frees, RSS), and the huge pages at the end.
+type BurstRun = (u64, u64, Vec<(f64, u64)>, u64);
 
 /// One run of burst-idle in a fresh process.
 fn burst_run(w: Which, total: usize) -> Option<BurstRun> {
@@ -44,13 +59,18 @@ fn burst_run(w: Which, total: usize) -> Option<BurstRun> {
         .split(' ')
         .filter_map(|x| x.parse().ok())
         .collect();
+    let mut huge = 0;
     let samples = lines
         .filter_map(|l| {
+            if let Some(h) = l.strip_prefix("huge ") {
+                huge = h.parse().ok()?;
+                return None;
+            }
             let mut it = l.split(' ');
             Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
         })
         .collect();
-    Some((*v.first()?, *v.get(1)?, samples))
+    Some((*v.first()?, *v.get(1)?, samples, huge))
 }
 
 pub fn burst_idle(opts: &Opts, out: &Path) -> String {
@@ -68,18 +88,19 @@ pub fn burst_idle(opts: &Opts, out: &Path) -> String {
             "after 1 s",
             "after 2 s",
             "after 5 s",
+            "in huge pages at 5 s",
         ],
     );
     let mut series = vec![];
     for (i, w) in Which::all().into_iter().enumerate() {
-        let mut cols = vec![Runs::new(); 5];
+        let mut cols = vec![Runs::new(); 6];
         for r in 0..runs {
             progress(&format!(
                 "burst-idle: {} (fresh process {}/{runs})",
                 w.short(),
                 r + 1
             ));
-            let Some((baseline, peak, samples)) = burst_run(w, total) else {
+            let Some((baseline, peak, samples, huge)) = burst_run(w, total) else {
                 continue;
             };
             let above = |v: u64| v.saturating_sub(baseline) as f64;
@@ -91,10 +112,17 @@ pub fn burst_idle(opts: &Opts, out: &Path) -> String {
                     .map(|p| above(p.1))
                     .unwrap_or(0.0)
             };
-            let figs = [above(peak), at(0.0), at(1.0), at(2.0), at(4.9)];
+            let figs = [above(peak), at(0.0), at(1.0), at(2.0), at(4.9), huge as f64];
             for (k, (c, v)) in cols.iter_mut().zip(figs).enumerate() {
                 c.push(v);
-                let metric = ["peak", "at_free", "after_1s", "after_2s", "after_5s"][k];
+                let metric = [
+                    "peak",
+                    "at_free",
+                    "after_1s",
+                    "after_2s",
+                    "after_5s",
+                    "anon_huge_5s",
+                ][k];
                 crate::record("burst", "burst-idle", w.short(), r, metric, v);
             }
             if r == 0 {
@@ -121,15 +149,18 @@ pub fn burst_idle(opts: &Opts, out: &Path) -> String {
     );
     let plot = out.join("burst_idle.svg");
     std::fs::write(&plot, svg).unwrap();
-    let tick = pcpalloc::internals::SETTINGS
-        .decay_ms
-        .load(std::sync::atomic::Ordering::Relaxed);
     t.note = format!(
         "Each allocator in a fresh process, {runs} run(s) (medians, range in parentheses); RSS \
          above what it held before the burst, sampled every 100 ms after the frees ({}, the first \
-         run). pcpalloc gives idle memory back on its tick (PCPALLOC_DECAY_MS, {tick} ms here); \
-         glibc keeps freed small blocks until malloc_trim.",
-        plot.display()
+         run); the last column is the process's anonymous memory in huge pages at the end. \
+         pcpalloc, without its background thread (the default), gives the burst back at the \
+         frees themselves; glibc keeps freed small blocks until malloc_trim. RSS can rise while \
+         the process sleeps: khugepaged collapses a 2 MiB range of a MADV_HUGEPAGE mapping that \
+         holds even one resident page (max_ptes_none {}) into a huge page, at its next scan.",
+        plot.display(),
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "?".into())
     );
     t.render()
 }

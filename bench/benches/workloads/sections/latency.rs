@@ -10,6 +10,7 @@ use crate::{progress, with_alloc, Opts};
 use pcpalloc_bench::table::Table;
 
 pub fn latency(opts: &Opts, _out: &Path) -> String {
+    assert!(internals::ensure_init());
     let saved = internals::knobs();
     let rounds = if opts.quick { 200 } else { 1000 };
     let mut t = Table::new(
@@ -47,10 +48,11 @@ pub fn latency(opts: &Opts, _out: &Path) -> String {
                 ..saved
             });
             pcpalloc::trim();
-            let alloc_one =
-                || internals::alloc_pages(order, internals::MigrateType::Movable) as usize;
-            // SAFETY: the block came from alloc_pages with this order.
-            let free_one = |p: usize| unsafe { internals::free_pages(p as *mut u8) };
+            let alloc_one = || pcpalloc_bench::pages::alloc(order, true) as usize;
+            // SAFETY: the block came from pages::alloc with this order.
+            let free_one = |p: usize| unsafe {
+                pcpalloc_bench::pages::free(p as *mut internals::Page, order, true)
+            };
             // One untimed round first, so the zone has grown; then each
             // timed round starts from drained pagesets, so it refills.
             shapes::latency(alloc_one, free_one, || {}, 4096 >> order, 1);

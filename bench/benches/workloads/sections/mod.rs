@@ -40,35 +40,32 @@ pub static SECTIONS: &[(&str, Section)] = &[
     ("instructions", crate::preload::instructions),
 ];
 
-pub fn header(opts: &Opts) -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .unwrap_or("?")
-        .trim()
-        .to_string();
-    let cpus = cpus();
-    let mem = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let total = mem
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    let date = Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+/// The settings a section's process starts with (the allocator reads
+/// them once, at its start): the auto-tuning plot shows what the ticks do
+/// to an idle pageset, and an idle process without the background thread
+/// runs no tick.
+pub fn section_env(name: &str) -> &'static [(&'static str, &'static str)] {
+    match name {
+        "plot" => &[("PCPALLOC_BACKGROUND", "1")],
+        _ => &[],
+    }
+}
+
+pub fn header(opts: &Opts, m: &crate::machine::Machine) -> String {
     format!(
-        "## pcpalloc workload benchmark\n\n{date}, {model}, {cpus} CPUs, {:.0} GiB RAM; {} mode: {} runs of {:.1} s per point. \
-         Figures are medians, with the range over the runs in parentheses.\n",
-        total as f64 / (1 << 20) as f64,
-        if opts.quick { "quick" } else { "full" },
+        "## pcpalloc workload benchmark\n\n{}, commit {}{}, {}, {} CPUs, {:.0} GiB RAM, {}, glibc {}; \
+         load average {} at the start. {} mode: {} runs of {:.1} s per point. Figures are \
+         medians, with the range over the runs in parentheses.\n",
+        m.utc,
+        m.commit,
+        if m.dirty { " (with uncommitted changes)" } else { "" },
+        m.cpu_model,
+        m.cpus_usable,
+        m.mem_gib,
+        m.kernel.split(' ').take(2).collect::<Vec<_>>().join(" "),
+        m.glibc,
+        m.load,
+        if opts.quick { "Quick" } else { "Full" },
         opts.runs,
         opts.secs
     )

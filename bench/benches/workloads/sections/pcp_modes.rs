@@ -142,6 +142,7 @@ pub fn page_throughput(opts: &Opts) -> String {
 }
 
 pub fn page_loop(order: u32, threads: usize, pcp: bool, secs: f64) -> f64 {
+    assert!(internals::ensure_init());
     let stop = std::sync::atomic::AtomicBool::new(false);
     let total = std::sync::atomic::AtomicU64::new(0);
     let t0 = Instant::now();
@@ -152,24 +153,15 @@ pub fn page_loop(order: u32, threads: usize, pcp: bool, secs: f64) -> f64 {
                 let mut n = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     for h in held.iter_mut() {
-                        *h = if pcp {
-                            internals::alloc_pages(order, internals::MigrateType::Movable)
-                        } else {
-                            internals::alloc_pages_zone(order, internals::MigrateType::Movable)
-                        };
+                        *h = pcpalloc_bench::pages::alloc(order, pcp);
                         assert!(!h.is_null());
-                        // SAFETY: a page-sized block we own.
-                        unsafe { h.write(1) };
+                        // SAFETY: a block of at least a page, ours.
+                        unsafe { pcpalloc_bench::pages::addr(*h).write(1) };
                     }
                     for h in held.iter() {
-                        // SAFETY: allocated just above with this order.
-                        unsafe {
-                            if pcp {
-                                internals::free_pages(*h)
-                            } else {
-                                internals::free_pages_zone(*h, order)
-                            }
-                        }
+                        // SAFETY: allocated just above with this order
+                        // and path.
+                        unsafe { pcpalloc_bench::pages::free(*h, order, pcp) };
                     }
                     n += 64;
                 }

@@ -48,11 +48,11 @@ pub fn autotune_plot(opts: &Opts, out: &Path) -> String {
         let mut held = Vec::with_capacity(3000);
         while t1.elapsed().as_secs_f64() < churn {
             for _ in 0..3000 {
-                held.push(internals::alloc_pages(0, internals::MigrateType::Movable) as usize);
+                held.push(pcpalloc_bench::pages::alloc(0, true));
             }
             for p in held.drain(..) {
-                // SAFETY: an order-0 block from alloc_pages.
-                unsafe { internals::free_pages(p as *mut u8) };
+                // SAFETY: an order-0 block from pages::alloc.
+                unsafe { pcpalloc_bench::pages::free(p, 0, true) };
             }
         }
         std::thread::sleep(Duration::from_secs_f64(idle));
@@ -103,11 +103,17 @@ pub fn autotune_plot(opts: &Opts, out: &Path) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "### Auto-tuning made visible\n\nCPU 0's pageset ({}): `high` rose to \
+        "### Auto-tuning made visible\n\nCPU 0's pageset ({}), in a process started with \
+         PCPALLOC_BACKGROUND={} so that ticks run while it is idle: `high` rose to \
          {peak_kbuild:.0} pages during kbuild and to {peak_churn:.0} during order-0 churn (high_min {}, \
          high_max {}), then decayed by an eighth per tick to {:.0}, with {:.0} pages still cached, \
          after {idle:.0} s idle. burst_idle.svg shows RSS coming back after a burst.",
-        plot.display(), p.high_min, p.high_max, last.0, last.1
+        plot.display(),
+        std::env::var("PCPALLOC_BACKGROUND").unwrap_or_else(|_| "unset".into()),
+        p.high_min,
+        p.high_max,
+        last.0,
+        last.1
     );
     s
 }
