@@ -58,24 +58,77 @@ fn readme_opens_with_how_to_use_it() {
     );
 }
 
-/// Every image the README shows is a file of the crate, so it resolves in
-/// the repository and in the packaged crate alike (`cargo package` keeps
-/// docs/'s pictures).
+/// Every relative link and image of the README and of the manual in
+/// docs/ names a file of the repository, and an anchor a heading of that
+/// file. (In the packaged crate, which leaves docs/'s pages out, only the
+/// README's images are checked: crates.io resolves its other links
+/// against the repository.)
 #[test]
-fn readme_images_are_files_of_the_crate() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
-    let image = regex::Regex::new(r"!\[[^\]\n]*\]\(([^)\s]+)\)").unwrap();
-    let mut n = 0;
-    for c in image.captures_iter(&readme) {
-        let target = &c[1];
-        n += 1;
-        if !target.starts_with("https://") {
-            assert!(
-                std::path::Path::new(root).join(target).is_file(),
-                "the README's image {target} is not in the crate"
-            );
+fn readme_and_manual_links_resolve() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let packaged = !root.join("docs/architecture.md").is_file();
+    let mut pages = vec![root.join("README.md")];
+    if !packaged {
+        for e in std::fs::read_dir(root.join("docs")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "md") {
+                pages.push(p);
+            }
         }
     }
-    assert!(n >= 4, "found {n} images");
+    let link = regex::Regex::new(r"(!?)\[[^\]\n]*\]\(([^)\s]+)\)").unwrap();
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let dir = page.parent().unwrap();
+        for c in link.captures_iter(&text) {
+            let (image, target) = (&c[1] == "!", &c[2]);
+            if target.starts_with("https://") || target.starts_with("http://") {
+                continue;
+            }
+            if packaged && !image {
+                continue;
+            }
+            let (file, anchor) = match target.split_once('#') {
+                Some((f, a)) => (f, Some(a)),
+                None => (target, None),
+            };
+            let path = if file.is_empty() {
+                page.clone()
+            } else {
+                dir.join(file)
+            };
+            assert!(
+                path.exists(),
+                "{}: link to {target}: no such file",
+                page.display()
+            );
+            if let Some(a) = anchor {
+                let body = std::fs::read_to_string(&path).unwrap();
+                let found = body
+                    .lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .map(|h| anchor_of(h.trim_start_matches('#')))
+                    .any(|h| h == a);
+                assert!(
+                    found,
+                    "{}: link to {target}: no such heading",
+                    page.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+}
+
+/// GitHub's anchor for a heading.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
 }

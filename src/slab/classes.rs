@@ -105,10 +105,10 @@ pub fn class_of(size: usize) -> usize {
 /// slab's eight pages share, not one per page, so frees of a slab's
 /// objects mostly find it in cache. Measured against slabs of order
 /// 0..=3 by class with a free view in every page: on an AMD EPYC (Zen 3)
-/// larsonN 0.96 of the time, sh6bench 0.97, sh8bench 0.99
-/// (`docs/bench-2026-12-02f.md`); on an Intel Xeon, 3 interleaved rounds
-/// of the published programs, larsonN 0.90, sh8bench 0.93, sh6bench 1.05,
-/// glibc-thread 1.07, 0.99 on the geometric mean (`docs/bench-2026-12-03.md`).
+/// larsonN 0.96 of the time, sh6bench 0.97, sh8bench 0.99; on an Intel
+/// Xeon, 3 interleaved rounds of the published programs, larsonN 0.90,
+/// sh8bench 0.93, sh6bench 1.05, glibc-thread 1.07, 0.99 on the geometric
+/// mean.
 pub const SLAB_ORDER: u32 = 3;
 /// Pages of a slab.
 pub const SLAB_PAGES: usize = 1 << SLAB_ORDER;

@@ -1,5 +1,5 @@
 //! A pageset's lists of exact-size large blocks: one list per size class
-//! of `large/classes.rs` (3 pages to 4 MiB), in front of the zone the way
+//! of `page_alloc/classes.rs` (3 pages to 4 MiB), in front of the zone the way
 //! the order lists are — the kernel keeps pageset lists for orders 0..=3
 //! and, since v6.8, one for the pageblock order (THP); ours hold the
 //! page-granular blocks of malloc, each of exactly its class's pages.
