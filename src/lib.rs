@@ -375,13 +375,25 @@ pub mod internals {
         page_addr(head) as *mut u8
     }
 
-    /// Frees a block from [`alloc_pages`] (or [`alloc_pages_zone`]).
+    /// Frees a block from [`alloc_pages`] (or [`alloc_pages_zone`]) the
+    /// way `alloc_pages` takes one: to this CPU's pageset, at its order
+    /// (not through `free`, whose page-granular blocks go to the thread's
+    /// block bins and the pagesets' large lists, where `alloc_pages` never
+    /// looks).
     ///
     /// # Safety
     /// `p` came from `alloc_pages*` and is not used again.
     pub unsafe fn free_pages(p: *mut u8) {
-        // SAFETY: forwarded contract; free handles a Large head.
-        unsafe { malloc::free(p) };
+        let d = desc_of(p as usize).cast::<crate::page::LargeBlock>();
+        let h = runtime::thread_heap();
+        // SAFETY: p heads a Large block of ours (contract), made by
+        // page_out with its order; h is this thread's heap (it allocated
+        // before, so it has one).
+        unsafe {
+            let order = u32::from((*d).order);
+            let pages = runtime::pages_of(&*h);
+            pages.free(Block::unmake(d), order);
+        }
     }
 
     /// Frees a block straight to the zone (the "PCP off" baseline).

@@ -3,11 +3,9 @@
 //! straight from the zone under its lock (the "PCP off" baseline). Call
 //! `internals::ensure_init()` first.
 //!
-//! Both directions take the same path. `internals::free_pages` is malloc's
-//! `free`, which puts a page-granular block in the thread's large bins and
-//! the pagesets' large lists, where `internals::alloc_pages` never looks:
-//! paired with it, every allocation refills from the zone, which grows
-//! without end.
+//! Both directions take the same path (`internals::free_pages` was once
+//! malloc's `free`, whose blocks went where `alloc_pages` never looks:
+//! every allocation refilled from a zone that grew without end).
 
 use pcpalloc::internals::{self, MigrateType, Page};
 
