@@ -14,7 +14,6 @@
  * the program's own threads. */
 #include "issue_common.h"
 
-#include <dirent.h>
 
 #define MAX_THREADS 16
 
@@ -28,17 +27,6 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int release_workers;
 static int own;
 
-/* Threads of this process, as /proc/self/task lists them. */
-static int task_count(void) {
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
-}
 
 /* Counts a failure (reported at the end, so the figures still show). */
 static int extra_threads;

@@ -14,7 +14,6 @@
  * thread. Prints "inv_thread_ns ok" when nothing failed. */
 #include "issue_common.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 
@@ -47,16 +46,6 @@ static void *loader(void *arg) {
     return NULL;
 }
 
-static int task_count(void) {
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
-}
 
 int main(int argc, char **argv) {
     int nthreads = argc > 1 ? atoi(argv[1]) : 4;

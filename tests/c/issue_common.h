@@ -4,6 +4,7 @@
  * with dlsym, never linked. */
 #include "common.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -152,4 +153,16 @@ static inline void wr_num(int fd, const char *s, unsigned long long v) {
 static inline void no_core(void) {
     struct rlimit r = {0, 0};
     setrlimit(RLIMIT_CORE, &r);
+}
+
+/* The threads of this process (entries of /proc/self/task). */
+static inline int task_count(void) {
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
 }
