@@ -75,11 +75,16 @@ pub fn tf_count(tf: usize) -> u32 {
 /// `flags`: the slab is full and on no list; a local free or a delayed-free
 /// notice brings it back to the partial list.
 pub const IN_FULL: u8 = 1 << 1;
-/// Bytes carved from a slab's untouched tail at a time.
+/// Bytes carved from a slab's untouched tail at a time: a page, whose
+/// objects' links the carving writes. A class of a few KiB thus gets one
+/// or two objects a slow path while its slabs fill; carving 16 at least
+/// wrote every page of a 32 KiB slab for a thread that asked for one
+/// 2 KiB object — 8 pages resident where glibc touches one (a storm of
+/// short threads each allocating a few objects of many classes faulted
+/// in 5 MiB of slab pages a wave).
 const EXTEND_BYTES: usize = PAGE_SIZE;
-/// ... but at least this many objects, so large classes do not take the
-/// slow path every few allocations.
-const EXTEND_MIN_OBJECTS: usize = 16;
+/// ... and at least this many objects (an object over a page).
+const EXTEND_MIN_OBJECTS: usize = 1;
 
 /// The descriptor of a slab's head page, seen as a slab. See the module
 /// docs for the invariants; the owner is the thread heap in `owner`.
