@@ -35,6 +35,16 @@
 //! `KEEP_MIN` and a step waiting; one that stops right after churning, at
 //! most the `keep`s it reached and a step.
 //!
+//! At a thread's exit a cache of a thread pool's next wave counts as
+//! waiting too, against the zone's `keep`: the pagesets' large lists, by
+//! what their blocks hold resident (measured with mincore,
+//! `page_alloc/pcp/large_resident.rs`). It is kept first — what it holds
+//! is what the next wave writes again — and the zone keeps what is left;
+//! past the `keep` the cached blocks' pages past their first ones go back
+//! before whole blocks do. The end of a storm of short threads looks like the
+//! end of each of its waves, so every wave's end leaves at most the
+//! `keep` and a step.
+//!
 //! With the background thread running, the tick gives memory back a tick
 //! after it went idle, and nothing here runs.
 
@@ -87,6 +97,14 @@ pub fn waiting_bytes() -> usize {
     zone_waiting() + HUGE.cached_bytes()
 }
 
+/// What a thread's exit leaves waiting besides: what the pagesets' large
+/// lists may hold resident (their mirrors) — a thread pool's cache for its
+/// next wave.
+#[inline]
+fn exit_waiting() -> usize {
+    PAGES.pagesets.large_waiting() * PAGE_SIZE
+}
+
 /// How far past a `keep` memory may wait before a free gives it back: one
 /// give-back per eighth of `keep` (at least 1 MiB) freed, not one per
 /// free.
@@ -105,14 +123,17 @@ pub fn due() -> bool {
     zone_waiting() > keep + step(keep) || HUGE.cached_bytes() > huge_keep + step(huge_keep)
 }
 
-/// [`due`], or, at a thread's exit while nothing given back was needed
-/// again, more than `KEEP_MIN` and a step on the pagesets, where the
-/// exiting thread's caches went (adding them up takes every pageset's
-/// lock: fine once a thread).
+/// [`due`] counting what a thread's exit leaves waiting too
+/// (`exit_waiting`), or, while nothing given back was needed again, more
+/// than `KEEP_MIN` and a step on the pagesets, where the exiting thread's
+/// caches went (adding them up takes every pageset's lock: fine once a
+/// thread).
 pub fn due_at_exit() -> bool {
+    let keep = KEEP.load(Relaxed).min(keep_max());
     due()
+        || zone_waiting() + exit_waiting() > keep + step(keep)
         || (KEEP.load(Relaxed) == KEEP_MIN
-            && PAGES.pagesets.total_count() * PAGE_SIZE > KEEP_MIN + step(KEEP_MIN))
+            && PAGES.pagesets.waiting_pages() * PAGE_SIZE > KEEP_MIN + step(KEEP_MIN))
 }
 
 /// The most the zone's `keep` may be now: the dirty limit (what the
@@ -124,7 +145,11 @@ fn keep_max() -> usize {
     if PAGES.zone.dirty_ratio() == 0 {
         return KEEP_MAX;
     }
-    (PAGES.zone.dirty_limit() * PAGE_SIZE).max(KEEP_MAX)
+    // Blocks cached on the pagesets' large lists are not in use: counted
+    // as such, a thread pool's cache between two waves would let the
+    // `keep` grow past the memory the program uses.
+    let cached = PAGES.pagesets.large_pages() * PAGES.zone.dirty_ratio() / 100;
+    (PAGES.zone.dirty_limit().saturating_sub(cached) * PAGE_SIZE).max(KEEP_MAX)
 }
 
 /// The most the huge blocks' `keep` may be now: [`HUGE_KEEP_MAX`], or the
@@ -140,10 +165,12 @@ fn zone_charged() -> usize {
     PAGES.zone.charged_pages() * PAGE_SIZE
 }
 
-/// Gives back what waits beyond the `keep`s (see the module docs). The
-/// caller holds the tick lock (`tick.rs`): one give-back at a time, none
-/// while a tick runs or the allocator is held still. Never changes errno.
-pub fn give_back() {
+/// Gives back what waits beyond the `keep`s (see the module docs), at a
+/// thread's exit (`at_exit`) counting what its exit leaves waiting too.
+/// The caller holds the tick lock (`tick.rs`): one give-back at a time,
+/// none while a tick runs or the allocator is held still. Never changes
+/// errno.
+pub fn give_back(at_exit: bool) {
     let saved = sys::errno();
     // What the last give-back released and the program has charged again
     // since (charges only grow by what is handed out: a refault, or
@@ -181,11 +208,22 @@ pub fn give_back() {
     } else {
         0
     };
-    let released = if zone_waiting() > keep + step(keep) {
-        PAGES.zone.release_down_to(keep / PAGE_SIZE)
+    // At an exit, the pagesets' large lists first: they serve the next
+    // wave's requests as they are. The zone keeps what is left of `keep`.
+    let (kept, pcp_released) = if at_exit {
+        PAGES
+            .pagesets
+            .release_large_down_to(&PAGES.zone, keep / PAGE_SIZE)
     } else {
-        0
+        (0, 0)
     };
+    let zone_keep = keep.saturating_sub(kept * PAGE_SIZE);
+    let released = pcp_released * PAGE_SIZE
+        + if zone_waiting() > zone_keep + step(keep) {
+            PAGES.zone.release_down_to(zone_keep / PAGE_SIZE)
+        } else {
+            0
+        };
     if quiet {
         // Whole blocks already given back go offline (their descriptors
         // and address space), as after idle ticks.

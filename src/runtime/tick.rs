@@ -180,7 +180,7 @@ pub fn after_thread_exit() {
     }
     tick_if_due();
     if give_back::due_at_exit() {
-        give_back_now();
+        give_back_now(true);
     }
 }
 
@@ -190,15 +190,15 @@ pub fn after_thread_exit() {
 #[inline]
 fn give_back_if_due() {
     if give_back::due() {
-        give_back_now();
+        give_back_now(false);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn give_back_now() {
+fn give_back_now(at_exit: bool) {
     if TICK_LOCK.lock.try_lock() {
-        give_back::give_back();
+        give_back::give_back(at_exit);
         // SAFETY: taken just above.
         unsafe { TICK_LOCK.lock.unlock() };
     }
