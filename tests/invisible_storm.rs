@@ -22,7 +22,6 @@ use support::*;
 struct Cost {
     cpu: f64,
     faults: u64,
-    slabs: i64,
 }
 
 fn storm_cost(run: &Run) -> Cost {
@@ -41,7 +40,6 @@ fn storm_cost(run: &Run) -> Cost {
     Cost {
         cpu: field("cpu").parse().unwrap(),
         faults: field("faults").parse().unwrap(),
-        slabs: field("slabs").parse().unwrap(),
     }
 }
 
@@ -51,7 +49,6 @@ fn least(runs: &[Cost]) -> Cost {
     Cost {
         cpu: runs.iter().map(|c| c.cpu).fold(f64::MAX, f64::min),
         faults: runs.iter().map(|c| c.faults).min().unwrap(),
-        slabs: runs.iter().map(|c| c.slabs).min().unwrap(),
     }
 }
 

@@ -11,14 +11,13 @@
 //! the rest — the last page a user of another size wrote, say — is
 //! written again only by a request of the same size.
 //!
-//! The lists measure the blocks freed since they last looked when they
-//! pass their `high`, or free_high would drain them, and give blocks back
-//! to the zone only if they still hold too much. While the blocks
-//! measured are mostly not resident ([`Residency::sparse`]), a free
-//! measures its block before it takes the pageset lock (`pageset_large.rs`),
-//! so no system call runs under the lock; once a tick's measurements found
-//! the blocks mostly resident, the lists measure no more until the next
-//! tick — a program that writes its blocks whole pays one look a tick.
+//! A burst of frees that free_high would drain makes the lists measure
+//! the blocks freed since they last looked (under the pageset lock), and
+//! drain only if they still hold too much; once a tick's measurements
+//! found the blocks mostly resident, free_high measures no more until the
+//! next tick — a program that writes its blocks whole pays one look a
+//! tick. The give-back at a thread's exit measures the blocks off the
+//! lists, without the lock (`pageset_large.rs`).
 //!
 //! The runtime's give-back (`runtime/give_back.rs`) counts what the lists
 //! hold resident with the zone's free memory, and past its `keep` takes
