@@ -313,6 +313,43 @@ impl Config {
         set!(self, "PCPALLOC_GROUPING", ConfigValue::Text(v))
     }
 
+    /// `PCPALLOC_CGROUP`: the memory cgroup directory whose limit the heap
+    /// keeps clear of, instead of the process's own; `"none"` for none.
+    pub const fn cgroup(mut self, dir: &'static str) -> Config {
+        set!(self, "PCPALLOC_CGROUP", ConfigValue::Text(dir))
+    }
+
+    /// `PCPALLOC_PROFILE`: sample allocations for a heap profile, one per
+    /// `mean_bytes` allocated on average (at least 4 KiB); 1 for the
+    /// default (512 KiB), 0 for none (the default). Profiles go to
+    /// [`profile_file`](Self::profile_file) at exit; see the README's heap
+    /// profile section.
+    pub const fn profile(mut self, mean_bytes: usize) -> Config {
+        const I: usize = index_of("PCPALLOC_PROFILE");
+        let peaks = matches!(self.values[I], ConfigValue::Profile(_, true));
+        self.values[I] = ConfigValue::Profile(mean_bytes as u64, peaks);
+        self
+    }
+
+    /// `PCPALLOC_PROFILE`'s `,peak`: also write a profile at each new peak
+    /// of the live bytes sampled (to the profile file's path with
+    /// `.peak`). Needs [`profile`](Self::profile) on.
+    pub const fn profile_at_peaks(mut self, on: bool) -> Config {
+        const I: usize = index_of("PCPALLOC_PROFILE");
+        let mean = match self.values[I] {
+            ConfigValue::Profile(mean, _) => mean,
+            _ => 1,
+        };
+        self.values[I] = ConfigValue::Profile(mean, on);
+        self
+    }
+
+    /// `PCPALLOC_PROFILE_FILE`: where heap profiles go (each `%p` becomes
+    /// the process id).
+    pub const fn profile_file(mut self, path: &'static str) -> Config {
+        set!(self, "PCPALLOC_PROFILE_FILE", ConfigValue::Text(path))
+    }
+
     /// The settings, for the runtime: each value through its setting's
     /// parser.
     pub(crate) fn apply(&self) {

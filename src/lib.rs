@@ -38,6 +38,8 @@
 //!   and freed bytes.
 //! - [`write_report`] and [`write_report_json`]: the report `PCPALLOC_STATS`
 //!   prints at exit, as text (a summary, then `name value` lines) or JSON.
+//! - [`profile`]: the heap profile (`PCPALLOC_PROFILE`, [`Config::profile`])
+//!   written on demand, and its totals.
 //! - [`trim`] gives every cache and all free memory back to the OS;
 //!   [`thread_flush`] the calling thread's caches.
 //! - [`usable_size`], [`VERSION`].
@@ -77,6 +79,7 @@
 mod config;
 mod geometry;
 mod global;
+mod heap_profile;
 mod large;
 mod maint;
 mod malloc;
@@ -123,8 +126,9 @@ pub unsafe fn usable_size(ptr: *const u8) -> usize {
 /// `PCPALLOC_HEURISTICS`, `PCPALLOC_FREE_COUNT`,
 /// `PCPALLOC_FREE_HIGH_THRESHOLD`, `PCPALLOC_BATCH_SCALE_MAX`,
 /// `PCPALLOC_MEMORY_LIMIT` (lowered below what the heap holds, it takes
-/// nothing back: later requests fail until enough is freed) and
-/// `PCPALLOC_STATS`; the others are read once at start
+/// nothing back: later requests fail until enough is freed),
+/// `PCPALLOC_STATS` and `PCPALLOC_PROFILE`; the others are read once at
+/// start
 /// ([`SetError::NotAtRunTime`]). C: `pcpalloc_set(name, value)`.
 ///
 /// ```no_run
@@ -178,6 +182,35 @@ pub fn write_report_json(w: &mut dyn core::fmt::Write) -> core::fmt::Result {
 /// to the OS. Returns the bytes released to the OS.
 pub fn trim() -> usize {
     runtime::trim()
+}
+
+/// The heap profile (`PCPALLOC_PROFILE`, [`Config::profile`]): sampled
+/// allocations with their call stacks, written in pprof's format; see the
+/// README's heap profile section. `pcpalloc-prof` (the repository's
+/// `prof/` crate) symbolises a profile and draws its flame graph.
+pub mod profile {
+    pub use crate::heap_profile::Summary;
+
+    /// Writes the heap profile now: to `path` (each `%p` becomes the
+    /// process id), or with `None` to the `PCPALLOC_PROFILE_FILE` path
+    /// followed by `.1`, `.2`… — what was sampled so far, live and
+    /// allocated bytes by stack. Does not allocate. C:
+    /// `pcpalloc_profile_dump(path)`.
+    pub fn dump(path: Option<&str>) -> std::io::Result<()> {
+        if path.is_some_and(|p| p.contains('\0')) {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        }
+        match crate::runtime::sampled::dump(path.map(str::as_bytes)) {
+            0 => Ok(()),
+            e => Err(std::io::Error::from_raw_os_error(e)),
+        }
+    }
+
+    /// What the profile holds now: samples taken, those still live and
+    /// the bytes they stand for, distinct stacks.
+    pub fn summary() -> Summary {
+        crate::heap_profile::summary()
+    }
 }
 
 /// The types of a stats snapshot.
@@ -243,6 +276,12 @@ pub mod internals {
 
     use crate::page::LargeBlock as Block;
     use crate::runtime::{self, PAGES};
+
+    /// Writes the heap profile to `path` (`None`: the configured one with
+    /// a number); 0 or an errno (the C face of [`crate::profile::dump`]).
+    pub fn profile_dump(path: Option<&[u8]>) -> i32 {
+        runtime::sampled::dump(path)
+    }
 
     /// The allocator's own page allocator.
     pub fn page_allocator() -> &'static PageAllocator {

@@ -136,7 +136,7 @@ pub unsafe fn free(p: *mut u8) {
             runtime::finish_free(p, v, left)
         };
     } else if !p.is_null() {
-        // SAFETY: p is non-null; a giant block or not ours (reported).
+        // SAFETY: p is non-null; a huge block or not ours (reported).
         unsafe { runtime::free_foreign(p, Caller::Free) };
     }
 }
@@ -191,7 +191,7 @@ enum Block {
 unsafe fn lookup(p: *mut u8, who: Caller) -> Block {
     let Some(d) = section::lookup(p as usize) else {
         // SAFETY: p is non-null (contract).
-        return Block::Page(unsafe { large::checked_giant(p, who) });
+        return Block::Page(unsafe { large::checked_huge(p, who) });
     };
     // SAFETY: descriptors of our sections are always readable.
     unsafe {

@@ -17,7 +17,7 @@
 //! | kind                   | view                    | the word         | bytes 32..64 |
 //! |------------------------|-------------------------|------------------|--------------|
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
-//! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge), `resident` (pcp) |
+//! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge), `sample`, `resident` (pcp) |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
 //! | `SlabTail`             | [`Page`] (`head` only)  | -                | -            |
 //!
@@ -153,10 +153,12 @@ pub mod flags {
     /// Large: an exact block of `pages` pages (not a power-of-two block of
     /// its order), freed as those pages.
     pub const EXACT: u8 = 1 << 2;
-    /// Huge: a block aligned to a section or more, whose descriptor sits
-    /// in the page just before it rather than in a section's descriptor
-    /// area (see `section::create_giant`).
+    /// Huge: a block aligned to a section or more (256 MiB), never cached
+    /// and never resized in place.
     pub const GIANT: u8 = 1 << 3;
+    /// Large or huge: a block the heap profile sampled; its `sample` word
+    /// holds the sample's record (`crate::heap_profile`).
+    pub const SAMPLED: u8 = 1 << 4;
 }
 
 /// One page descriptor (the kernel's `struct page`), as the zone and the
@@ -277,6 +279,9 @@ pub struct LargeBlock {
     _head: AtomicPtr<Page>,
     /// Huge blocks: bytes of the block's mapping (at least `pages` pages).
     pub len: usize,
+    /// With `flags::SAMPLED`: the heap profile's record of the block's
+    /// sample (its owner's, like the block).
+    pub sample: usize,
     /// PcpLarge blocks: the pages found resident when the block was last
     /// measured on its list, or [`NOT_MEASURED`]
     /// (`page_alloc/pcp/large_resident.rs`).
@@ -284,7 +289,7 @@ pub struct LargeBlock {
     /// PcpLarge blocks, measured: how many of those are its first pages.
     pub head: u16,
     _pad: u32,
-    _rest: [usize; 2],
+    _rest: [usize; 1],
 }
 
 /// [`LargeBlock::resident`] of a cached block not measured since it was

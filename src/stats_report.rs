@@ -157,6 +157,16 @@ pub struct ReclaimCounters {
     pub offline_bytes: u64,
     /// Bytes of free memory released with madvise.
     pub released_bytes: u64,
+    /// The memory cgroup's limit followed, in bytes (0: none;
+    /// `runtime/memcg.rs`).
+    pub memcg_limit: u64,
+    /// What the cgroup holds as the budget tells it (at the last read,
+    /// plus what was charged since).
+    pub memcg_usage: u64,
+    /// Reads of the cgroup's usage.
+    pub memcg_reads: u64,
+    /// Give-backs that the cgroup's limit led to.
+    pub memcg_give_backs: u64,
 }
 
 /// A snapshot of the whole allocator.
@@ -395,7 +405,7 @@ impl Stats {
             resident: (parts.pages.zone.resident_bytes() + parts.huge.resident_bytes()) as u64,
             huge_pages: sys::huge_page_bytes(&|a| {
                 section::is_ours(a)
-                    || section::giant_desc(a.next_multiple_of(MAX_ORDER_BYTES)).is_some()
+                    || section::huge_desc(a.next_multiple_of(MAX_ORDER_BYTES)).is_some()
             }) as u64,
             mapped: zone.managed as u64 * page + huge.bytes as u64,
             charged: zone.budget_used as u64,
@@ -647,6 +657,10 @@ impl Stats {
             "reclaim_huge_bytes" => self.reclaim.huge_bytes,
             "reclaim_offline_bytes" => self.reclaim.offline_bytes,
             "reclaim_released_bytes" => self.reclaim.released_bytes,
+            "memcg_limit_bytes" => self.reclaim.memcg_limit,
+            "memcg_usage_bytes" => self.reclaim.memcg_usage,
+            "memcg_reads" => self.reclaim.memcg_reads,
+            "memcg_give_backs" => self.reclaim.memcg_give_backs,
             "thp_active" => u8::from(self.thp.0),
             "thp_collapsed_pageblocks" => self.thp.1,
             "ticks" => self.ticks,

@@ -12,6 +12,7 @@ use pcpalloc::{
 
 const STATS_FILE: &str = "/tmp/pcpalloc-config-every-setting.%p.json";
 const TRACE: &str = "/tmp/pcpalloc-config-every-setting-trace";
+const PROFILE_FILE: &str = "/tmp/pcpalloc-config-every-setting.%p.pb";
 
 #[global_allocator]
 static GLOBAL: PcpAlloc = PcpAlloc::with_config(
@@ -31,11 +32,14 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
         .trace(TRACE)
         .steal(PageStealing::Linux3_19)
         .grouping(Grouping::Mobility)
-        .huge_pages(HugePages::Never),
+        .huge_pages(HugePages::Never)
+        .cgroup("none")
+        .profile(64 << 10)
+        .profile_file(PROFILE_FILE),
 );
 
 /// What the report says of every setting, with the config above.
-const EXPECTED: [(&str, &str); 16] = [
+const EXPECTED: [(&str, &str); 19] = [
     ("PCPALLOC_MEMORY_LIMIT", "3221225472"),
     ("PCPALLOC_PCP", "thread"),
     ("PCPALLOC_BATCH_SCALE_MAX", "3"),
@@ -55,6 +59,9 @@ const EXPECTED: [(&str, &str); 16] = [
     ("PCPALLOC_STEAL", "baseline"),
     ("PCPALLOC_GROUPING", "mobility"),
     ("PCPALLOC_THP", "never"),
+    ("PCPALLOC_CGROUP", "none"),
+    ("PCPALLOC_PROFILE", "65536"),
+    ("PCPALLOC_PROFILE_FILE", PROFILE_FILE),
 ];
 
 /// Prints the report (run by the next test in a child process).
@@ -123,4 +130,9 @@ fn every_setting_comes_from_the_config() {
     let bytes = std::fs::read(&trace).unwrap_or_else(|e| panic!("{trace}: {e}"));
     let _ = std::fs::remove_file(&trace);
     assert_eq!(&bytes[..8], b"PCPTRACE");
+    // And the heap profile at exit, where the configured path says.
+    let profile = PROFILE_FILE.replace("%p", &pid.to_string());
+    let meta = std::fs::metadata(&profile).unwrap_or_else(|e| panic!("{profile}: {e}"));
+    let _ = std::fs::remove_file(&profile);
+    assert!(meta.len() > 0, "{profile} is empty");
 }

@@ -14,14 +14,15 @@
 //!   scripted frees, and the invariants after random owner and remote
 //!   frees racing trims from a third thread.
 
+mod heap_env;
 mod support;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use heap_env::Env;
 use pcpalloc::internals::{
-    check_quiescent, class_of, free_owned, run_tick, Heap, HeapRegistry, HugeBlocks, PageAllocator,
-    Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN, SLAB_ORDER,
+    class_of, free_owned, Heap, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN, SLAB_ORDER,
 };
 use pcpalloc::PcpAlloc;
 use support::{on_glibc, on_pcpalloc, Run, LONG};
@@ -142,74 +143,6 @@ fn an_idle_owners_freed_memory_serves_another_thread_at_the_limit() {
 }
 
 // ---- heaps driven as values -------------------------------------------
-
-/// A page allocator of its own (one pageset) and a heap registry.
-struct Env {
-    pa: Box<PageAllocator>,
-    heaps: Box<HeapRegistry>,
-    huge: Box<HugeBlocks>,
-}
-
-impl Env {
-    fn new(limit: usize) -> Env {
-        let pa = Box::new(PageAllocator::new());
-        pa.zone.configure(&ZoneConfig::with_limit(limit));
-        assert!(pa.pagesets.init_cpu_sets(1, false));
-        Env {
-            pa,
-            heaps: Box::new(HeapRegistry::new()),
-            huge: Box::new(HugeBlocks::new()),
-        }
-    }
-
-    fn pages(&self) -> Pages<'_> {
-        self.pa.through(std::ptr::null(), false)
-    }
-
-    fn heap(&self) -> &Heap {
-        let h = self.heaps.acquire();
-        assert!(!h.is_null());
-        // SAFETY: heaps live forever.
-        unsafe { &*h }
-    }
-
-    fn tick(&self) {
-        run_tick(
-            &self.pa,
-            &self.heaps,
-            &self.huge,
-            TickWork {
-                release_memory: false,
-                home: std::ptr::null(),
-                collapse: false,
-            },
-        );
-    }
-
-    /// A trim's share from a thread whose heap is none of these.
-    fn trim(&self) -> usize {
-        self.heaps
-            .collect_emptied_everywhere(std::ptr::null(), &self.pages())
-    }
-
-    /// The whole-allocator checks: zone, pagesets, every slab and heap.
-    /// Returns (slabs, live objects).
-    fn check(&self) -> (usize, usize) {
-        let mut cached = 0;
-        self.pa.pagesets.for_each(|ps| cached += ps.check());
-        let walk = self.pa.zone.check_invariants();
-        assert_eq!(walk.pcp, cached);
-        check_quiescent(&self.heaps, &self.pa.zone)
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        self.pa.drain_all();
-        // SAFETY: the test is over; its heaps are never used again.
-        unsafe { self.pa.zone.destroy() }
-    }
-}
 
 /// Allocates `slabs` slabs' worth of objects of `size` through `h`.
 fn fill(env: &Env, h: &Heap, size: usize, slabs: usize) -> Vec<*mut u8> {

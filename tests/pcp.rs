@@ -444,11 +444,12 @@ fn large_lists_tune_high_like_a_pageset() {
 
 /// Frees through the page allocator check the dirty limit once their
 /// pages reach the zone. 24 written 4 MiB blocks, freed one by one
-/// straight to the zone at ratio 100%: the 13th free leaves 13 resident
-/// free blocks for 11 in use, so 4 go back (to 7/8 of the limit); the
-/// 14th leaves 10 for 10, under it. Then large blocks of the 4 MiB class,
-/// freed to the pageset's large lists, reach the zone past the lists'
-/// high and are checked too.
+/// straight to the zone at ratio 100%, two ticks after each (the use
+/// falls slowly: its peak is its use of the tick before): the 13th free
+/// leaves 13 resident free blocks for 11 in use, so 4 go back (to 7/8 of
+/// the limit); the 14th leaves 10 for 10, under it. Then large blocks of
+/// the 4 MiB class, freed to the pageset's large lists, reach the zone
+/// past the lists' high and are checked too.
 #[test]
 fn frees_that_reach_the_zone_keep_it_under_the_dirty_limit() {
     use pcpalloc::internals::{PageAllocator, MAX_ORDER_PAGES, MAX_PAGE_ORDER, NO_LIMIT};
@@ -473,6 +474,8 @@ fn frees_that_reach_the_zone_keep_it_under_the_dirty_limit() {
             (*p).flags = 0;
             pages.free(p, MAX_PAGE_ORDER);
         }
+        z.advance_epoch();
+        z.advance_epoch();
         let c = z.snapshot().counters;
         let expect = if i < 12 { (0, 0) } else { (1, 16 << 20) };
         assert_eq!(
@@ -502,6 +505,8 @@ fn frees_that_reach_the_zone_keep_it_under_the_dirty_limit() {
             (*p).flags = 0;
             pages.free_large(p, class);
         }
+        z.advance_epoch();
+        z.advance_epoch();
     }
     assert!(z.snapshot().counters.balance_dirty > before);
     for &p in &blocks[14..] {

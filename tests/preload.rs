@@ -86,13 +86,15 @@ fn fork_during_the_tick() {
 /// itself. (Before the zone's release gate joined fork's list of locks,
 /// about one child in ten found 1-3 pageblocks isolated.) With the
 /// background thread asked for: without it a free gives back what waits
-/// long before the dirty limit is reached (`runtime/give_back.rs`).
+/// long before the dirty limit is reached (`runtime/give_back.rs`); and a
+/// low dirty ratio, so the limit is what the memory of the use's recent
+/// peak makes it, not the ratio of what the parent's threads left in use.
 #[test]
 fn fork_while_threads_release_memory() {
     c_test_with(
         "fork_release",
         &["3", "20"],
-        &[("PCPALLOC_BACKGROUND", "1")],
+        &[("PCPALLOC_BACKGROUND", "1"), ("PCPALLOC_DIRTY_RATIO", "20")],
     );
 }
 

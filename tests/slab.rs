@@ -12,80 +12,17 @@
 //! - grouping by lifetime: objects that live on do not pin the pageblocks
 //!   of a class that churns.
 
+mod heap_env;
+
+use heap_env::Env;
 use pcpalloc::internals::large;
 use pcpalloc::internals::{
-    check_quiescent, class_of, desc_of, free_owned, run_tick, Heap, HeapRegistry, HugeBlocks,
-    PageAllocator, Pages, TickWork, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN, REMOTE_BATCH,
-    REMOTE_SLOTS, SLAB_ORDER,
+    class_of, desc_of, free_owned, Heap, Pages, ZoneConfig, CAPACITY, PAGE_SIZE, PARK_HIGH_MIN,
+    REMOTE_BATCH, REMOTE_SLOTS, SLAB_ORDER,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
 const KEY: usize = 0x5eed_1234_abcd_0001;
-
-/// A page allocator of its own (one pageset) and a heap registry.
-struct Env {
-    pa: Box<PageAllocator>,
-    heaps: Box<HeapRegistry>,
-    huge: Box<HugeBlocks>,
-}
-
-impl Env {
-    fn new(limit: usize) -> Env {
-        Env::with_config(&ZoneConfig::with_limit(limit))
-    }
-
-    fn with_config(cfg: &ZoneConfig) -> Env {
-        let pa = Box::new(PageAllocator::new());
-        pa.zone.configure(cfg);
-        assert!(pa.pagesets.init_cpu_sets(1, false));
-        Env {
-            pa,
-            heaps: Box::new(HeapRegistry::new()),
-            huge: Box::new(HugeBlocks::new()),
-        }
-    }
-
-    fn pages(&self) -> Pages<'_> {
-        self.pa.through(std::ptr::null(), false)
-    }
-
-    fn heap(&self) -> &Heap {
-        let h = self.heaps.acquire();
-        assert!(!h.is_null());
-        // SAFETY: heaps live forever.
-        unsafe { &*h }
-    }
-
-    fn tick(&self) {
-        run_tick(
-            &self.pa,
-            &self.heaps,
-            &self.huge,
-            TickWork {
-                release_memory: false,
-                home: std::ptr::null(),
-                collapse: false,
-            },
-        );
-    }
-
-    /// The whole-allocator checks: zone, pagesets, every slab.
-    fn check(&self) -> (usize, usize) {
-        let mut cached = 0;
-        self.pa.pagesets.for_each(|ps| cached += ps.check());
-        let walk = self.pa.zone.check_invariants();
-        assert_eq!(walk.pcp, cached);
-        check_quiescent(&self.heaps, &self.pa.zone)
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        self.pa.drain_all();
-        // SAFETY: the test is over; its heaps are never used again.
-        unsafe { self.pa.zone.destroy() }
-    }
-}
 
 /// Allocates `slabs` slabs' worth of objects of `size` (every slab filled
 /// exactly) through `h`, numbering them.

@@ -337,10 +337,11 @@ fn is_clean(addr: usize) -> bool {
 
 /// The dirty limit, scripted: with 24 written 4 MiB blocks in use and the
 /// ratio at 100%, freeing 8 leaves 8 resident free blocks for 16 in use —
-/// under the limit, nothing goes back; freeing 6 more leaves 14 for 10 —
-/// over it, so whole free blocks go back, coldest first, until at most
-/// 7/8 of the limit (8960 pages) stay resident: 6 blocks, the first six
-/// freed. At ratio 0 nothing goes back.
+/// under the limit, nothing goes back; two ticks later (the use of 24 at
+/// its peak forgotten), freeing 6 more leaves 14 for 10 — over it, so
+/// whole free blocks go back, coldest first, until at most 7/8 of the
+/// limit (8960 pages) stay resident: 6 blocks, the first six freed. At
+/// ratio 0 nothing goes back.
 #[test]
 fn dirty_limit_gives_whole_pageblocks_back_past_the_ratio() {
     let (z, mut blocks) = zone_with_blocks(100, MAX_PAGE_ORDER, 24);
@@ -353,6 +354,13 @@ fn dirty_limit_gives_whole_pageblocks_back_past_the_ratio() {
     assert_eq!(z.dirty_free_pages(), 8 * BLOCK);
     assert_eq!(z.dirty_limit(), 16 * BLOCK, "100% of the 16 blocks in use");
     assert_eq!(z.balance_dirty(), 0, "under the limit");
+    z.advance_epoch();
+    assert_eq!(
+        z.dirty_limit(),
+        16 * BLOCK,
+        "still: 8 short of the peak of 24, and 8 MiB"
+    );
+    z.advance_epoch();
     for p in blocks.drain(..6) {
         free(&z, p, MAX_PAGE_ORDER);
     }
@@ -426,6 +434,9 @@ fn dirty_limit_unmet_by_small_blocks_waits_for_a_pageblock_more() {
     }
     let dirty = z.dirty_free_pages();
     assert_eq!(dirty, whole.len() * 3 * q);
+    // Two ticks: the use at its peak, all 128 handed out, is forgotten.
+    z.advance_epoch();
+    z.advance_epoch();
     assert!(dirty > z.dirty_limit());
     assert_eq!(z.balance_dirty(), 0);
     assert_eq!(z.snapshot().counters.balance_dirty, 1, "one try");
@@ -499,6 +510,9 @@ fn dirty_limit_is_met_when_resident_whole_pageblocks_remain() {
     }
     let dirty = z.dirty_free_pages();
     assert_eq!(dirty, 16 * BLOCK + 8 * BLOCK / 2);
+    // Two ticks: the use at its peak is forgotten.
+    z.advance_epoch();
+    z.advance_epoch();
     assert_eq!(z.dirty_limit(), 16 * BLOCK);
     let released = z.balance_dirty();
     let after = z.dirty_free_pages();

@@ -29,11 +29,12 @@ int pcpalloc_report(void (*write)(void *ctx, const char *text, size_t len), void
  * PCPALLOC_HEURISTICS, PCPALLOC_FREE_COUNT, PCPALLOC_FREE_HIGH_THRESHOLD,
  * PCPALLOC_BATCH_SCALE_MAX, PCPALLOC_MEMORY_LIMIT (lowered below what the
  * heap holds, it takes nothing back: later requests fail until enough is
- * freed) and PCPALLOC_STATS. Returns 0; ENOENT for an unknown name; EPERM
- * for a setting read only at start (PCPALLOC_PCP, PCPALLOC_HIGH_FRACTION,
- * PCPALLOC_BACKGROUND, PCPALLOC_STATS_FILE, PCPALLOC_TRACE,
- * PCPALLOC_STEAL); EINVAL for a NULL argument or a refused value; ENOSYS
- * if the allocator could not start. Prints nothing.
+ * freed), PCPALLOC_STATS and PCPALLOC_PROFILE. Returns 0; ENOENT for an
+ * unknown name; EPERM for a setting read only at start (PCPALLOC_PCP,
+ * PCPALLOC_HIGH_FRACTION, PCPALLOC_BACKGROUND, PCPALLOC_STATS_FILE,
+ * PCPALLOC_TRACE, PCPALLOC_STEAL, PCPALLOC_PROFILE_FILE); EINVAL for a
+ * NULL argument or a refused value; ENOSYS if the allocator could not
+ * start. Prints nothing.
  *
  * mallopt() maps Android's M_DECAY_TIME (-1, 0, 1, or 10..60000 ms) to
  * PCPALLOC_DECAY_MS and M_PURGE / M_PURGE_ALL to malloc_trim(0), returning
@@ -70,6 +71,14 @@ struct pcpalloc_thread_stats {
 /* Fills *out with the calling thread's counters. Returns 0, or EINVAL for a
  * NULL out. */
 int pcpalloc_thread_stats(struct pcpalloc_thread_stats *out);
+
+/* Writes the heap profile (PCPALLOC_PROFILE=1: sampled allocations with
+ * their call stacks, in pprof's format) now: to path (each %p becomes the
+ * process id), or for NULL to the PCPALLOC_PROFILE_FILE path followed by
+ * ".1", ".2"... Returns 0, or an errno: the file's creation's, EIO for a
+ * failed write, ENOSYS if the allocator could not start. Does not
+ * allocate. An empty profile is written when nothing was sampled. */
+int pcpalloc_profile_dump(const char *path);
 
 #ifdef __cplusplus
 }

@@ -52,17 +52,23 @@ macro_rules! new_fast {
         #[unsafe(naked)]
         $vis extern "C" fn $name(size: usize) -> *mut c_void {
             // The push keeps `size` and aligns the stack to 16 for the call.
+            // The CFI directives give the stub an unwind table: a stack
+            // through its call (the heap profile's) unwinds past it.
             #[cfg(target_arch = "x86_64")]
             core::arch::naked_asm!(
+                ".cfi_startproc",
                 "push rdi",
+                ".cfi_adjust_cfa_offset 8",
                 "call {fast}",
                 "pop rdi",
+                ".cfi_adjust_cfa_offset -8",
                 "test rax, rax",
                 "jz 2f",
                 "ret",
                 "2:",
                 "xor esi, esi",
                 "jmp {failed}",
+                ".cfi_endproc",
                 fast = sym pcpalloc_cxx_new_default,
                 failed = sym pcpalloc_cxx_new_failed,
             );
@@ -203,17 +209,25 @@ macro_rules! lookup_stub {
         #[unsafe(naked)]
         extern "C" fn $stub() {
             // Three pushes after the return address: the stack is aligned
-            // to 16 for the call.
+            // to 16 for the call (and the CFI says so, for unwinders).
             #[cfg(target_arch = "x86_64")]
             core::arch::naked_asm!(
+                ".cfi_startproc",
                 "push rdi",
+                ".cfi_adjust_cfa_offset 8",
                 "push rsi",
+                ".cfi_adjust_cfa_offset 8",
                 "push rdx",
+                ".cfi_adjust_cfa_offset 8",
                 "call {look_up}",
                 "pop rdx",
+                ".cfi_adjust_cfa_offset -8",
                 "pop rsi",
+                ".cfi_adjust_cfa_offset -8",
                 "pop rdi",
+                ".cfi_adjust_cfa_offset -8",
                 "jmp qword ptr [rip + {slot}]",
+                ".cfi_endproc",
                 look_up = sym look_up,
                 slot = sym $slot,
             );

@@ -158,3 +158,21 @@ pub unsafe extern "C" fn pcpalloc_thread_stats(out: *mut ThreadStats) -> c_int {
     };
     0
 }
+
+/// Writes the heap profile now (`PCPALLOC_PROFILE`): to `path` (each `%p`
+/// becomes the process id), or for NULL to the `PCPALLOC_PROFILE_FILE`
+/// path followed by `.1`, `.2`... Returns 0 or an errno (of the file's
+/// creation, EIO for a failed write). Does not allocate.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pcpalloc_profile_dump(path: *const c_char) -> c_int {
+    let path = if path.is_null() {
+        None
+    } else {
+        // SAFETY: path is NUL-terminated (contract).
+        Some(unsafe { CStr::from_ptr(path) }.to_bytes())
+    };
+    pcpalloc_core::internals::profile_dump(path)
+}

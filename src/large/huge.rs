@@ -1,12 +1,12 @@
-//! Huge blocks (> 4 MiB): each lives in a section of its own — a
-//! section-aligned reservation whose descriptor area describes just the
-//! block (see `section::create_huge`). So a huge block is found like any
-//! other: the chunk map says the address is ours, its page descriptor says
-//! `Huge` and how long it is. No side table, no lock on the free path.
-//! A block aligned to a whole section or more (256 MiB, up to what the
-//! address space allows) cannot start inside a section: it is a *giant*
-//! block with its descriptor in the page just before it
-//! (`section::create_giant`), never cached and never resized in place.
+//! Huge blocks (> 4 MiB): each is one mapping of its own, the block and
+//! one page before it that holds its header and page descriptor (see
+//! `section/huge.rs`): its length and a page of address space, as glibc's
+//! mmap'd chunks. The block starts on a chunk (4 MiB) boundary, so it is
+//! found like any other: the chunk map's byte for its first chunk says a
+//! huge block starts there, its descriptor says `Huge` and how long it is.
+//! No side table, no lock on the free path. A block aligned to a whole
+//! section or more (256 MiB, up to what the address space allows) is a
+//! *giant* block, never cached and never resized in place.
 //!
 //! Freed huge blocks are kept for reuse, mapped and resident, in a small
 //! cache — the pageset idea one level up. Mapping a block and faulting its
@@ -31,15 +31,21 @@
 //!
 //! Every huge block is also on one list (under the cache lock), so the
 //! stats can ask the OS how much of them is resident.
+//!
+//! Under `PCPALLOC_THP=dense` a block is not advised for huge pages when
+//! mapped: big ones are watched, and advised once they show dense use
+//! (`huge_thp.rs`).
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_META_BYTES, SECTION_SIZE};
+use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
 use crate::page_alloc::zone::Budget;
-use crate::section::{self, page_addr};
+use crate::section;
 use crate::sync::Locked;
 use crate::sys;
+
+use super::huge_thp::Watch;
 
 /// Blocks the cache can hold.
 const CACHE_SLOTS: usize = 16;
@@ -48,9 +54,9 @@ pub const HUGE_HIGH_MIN: usize = 32 << 20;
 /// The share of the budget's size the cache may grow to (an eighth, as a
 /// pageset's `high_max`).
 const HUGE_HIGH_LIMIT_SHIFT: u32 = 3;
-/// What a huge block costs the budget beyond its length: its section's
-/// header page and the page holding its descriptor.
-pub const HUGE_META: usize = 2 * PAGE_SIZE;
+/// What a huge block costs the budget beyond its length: the page that
+/// holds its header and descriptor.
+pub const HUGE_META: usize = PAGE_SIZE;
 
 /// The budget cost of a huge block mapping `len` bytes.
 #[inline]
@@ -136,6 +142,8 @@ pub struct HugeBlocks {
     allocs: AtomicU64,
     hits: AtomicU64,
     state: Locked<State>,
+    /// The blocks watched for dense use (`huge_thp.rs`).
+    watch: Watch,
 }
 
 /// Counters of the huge blocks.
@@ -160,24 +168,10 @@ pub struct HugeUsage {
     pub cache_high: usize,
 }
 
-/// Where a huge block aligned to `align` starts in its section, or `None`
-/// for an alignment a section cannot give (a giant block).
-fn block_offset(align: usize) -> Option<usize> {
-    let off = align
-        .max(SECTION_META_BYTES)
-        .next_multiple_of(MAX_ORDER_BYTES);
-    (off < SECTION_SIZE).then_some(off)
-}
-
 /// The address of huge block `b`.
 #[inline]
 pub fn block_addr(b: *const LargeBlock) -> usize {
-    // SAFETY: b is a huge block's descriptor (caller), readable.
-    if unsafe { (*b).flags } & flags::GIANT != 0 {
-        b as usize + crate::geometry::PAGE_DESC_SIZE
-    } else {
-        page_addr(b.cast())
-    }
+    section::huge_block_addr(b.cast())
 }
 
 /// Makes the head of a huge section a live huge block whose caller may
@@ -215,6 +209,7 @@ impl HugeBlocks {
                 missed: 0,
                 all: core::ptr::null_mut(),
             }),
+            watch: Watch::new(),
         }
     }
 
@@ -222,7 +217,8 @@ impl HugeBlocks {
     /// zeroed if `zero`: from the cache, or mapped (charging `budget`).
     /// Null when the budget or the OS says no, or the size is absurd.
     /// `thp`: advise a freshly mapped block for huge pages (`Some(true)`),
-    /// against them (`Some(false)`), or leave it to the system (`None`).
+    /// against them (`Some(false)`), or leave it to the system and advise
+    /// it once it shows dense use (`None`, `dense`: see `huge_thp.rs`).
     pub fn alloc(
         &self,
         budget: &Budget,
@@ -237,10 +233,10 @@ impl HugeBlocks {
         if len / PAGE_SIZE > u32::MAX as usize {
             return core::ptr::null_mut();
         }
-        let Some(offset) = block_offset(align) else {
+        if align >= SECTION_SIZE {
             return self.alloc_giant(budget, len, align, thp);
-        };
-        if let Some(p) = self.take_cached(budget, len, offset) {
+        }
+        if let Some(p) = self.take_cached(budget, len, align, thp) {
             if zero {
                 // The kernel gives zeroed pages faster than we write
                 // zeros over resident ones, and only those the program
@@ -255,12 +251,12 @@ impl HugeBlocks {
         let Some(charge) = budget.charge(cost(len)) else {
             return core::ptr::null_mut();
         };
-        let Some(head) = section::create_huge(len, offset) else {
+        let Some(head) = section::create_huge(len, align) else {
             return core::ptr::null_mut(); // the charge goes back
         };
         charge.keep();
-        // SAFETY: a fresh huge section's head descriptor, ours; its memory
-        // reads as zero.
+        // SAFETY: a fresh huge block's descriptor, ours; its memory reads
+        // as zero.
         let b = unsafe { make_huge(head, len / PAGE_SIZE, len, 0) };
         self.note_mapped(b, len, thp)
     }
@@ -270,7 +266,7 @@ impl HugeBlocks {
         let Some(charge) = budget.charge(cost(len)) else {
             return core::ptr::null_mut();
         };
-        let Some(head) = section::create_giant(len, align) else {
+        let Some(head) = section::create_huge(len, align) else {
             return core::ptr::null_mut(); // the charge goes back
         };
         charge.keep();
@@ -279,10 +275,13 @@ impl HugeBlocks {
         self.note_mapped(b, len, thp)
     }
 
-    /// Counts, lists and advises a block just mapped; returns its address.
+    /// Counts, lists and advises (or watches) a block just mapped; returns
+    /// its address.
     fn note_mapped(&self, b: *mut LargeBlock, len: usize, thp: Option<bool>) -> *mut u8 {
-        if let Some(on) = thp {
-            sys::advise_huge(block_addr(b) as *mut u8, len, on);
+        match thp {
+            Some(on) => sys::advise_huge(block_addr(b) as *mut u8, len, on),
+            // SAFETY: a fresh block of ours.
+            None => unsafe { self.watch.watch(b) },
         }
         // SAFETY: b is a fresh block of ours, on no list.
         unsafe { self.state.lock().link(b) };
@@ -293,14 +292,18 @@ impl HugeBlocks {
         block_addr(b) as *mut u8
     }
 
-    /// A cached block for `len` bytes at section offset `offset`: the
-    /// smallest that holds it, else the largest smaller one grown in place.
-    fn take_cached(&self, budget: &Budget, len: usize, offset: usize) -> Option<*mut u8> {
+    /// A cached block for `len` bytes aligned to `align`: the smallest
+    /// that holds it, else the largest smaller one grown in place. `thp`
+    /// as [`alloc`](Self::alloc)'s: `None` watches the block anew.
+    fn take_cached(
+        &self,
+        budget: &Budget,
+        len: usize,
+        align: usize,
+        thp: Option<bool>,
+    ) -> Option<*mut u8> {
         let mut c = self.state.lock();
-        let fits = |e: &Entry| {
-            let p = page_addr(e.block.cast());
-            (p - section::section_base(p)).is_multiple_of(offset)
-        };
+        let fits = |e: &Entry| block_addr(e.block).is_multiple_of(align);
         let len_of = |e: &Entry| {
             // SAFETY: cached blocks are ours, read under the lock.
             unsafe { (*e.block).len }
@@ -328,11 +331,26 @@ impl HugeBlocks {
                     self.note_miss(&mut c, len);
                     return None;
                 };
-                // SAFETY: b is a cached huge block, ours under the lock.
-                if !unsafe { section::resize_huge(b.cast(), len) } {
+                // In place, else moved with its pages to where it fits (a
+                // block's mapping is its length and a page: the address
+                // space after it is often another's). Only a block that
+                // need not be aligned beyond a chunk moves.
+                // SAFETY: b is a cached huge block, ours under the lock;
+                // the watch lets go of it while it is resized or moved.
+                let grown = unsafe {
+                    if self.resize_watched(b, len) {
+                        Some(b)
+                    } else if align <= MAX_ORDER_BYTES {
+                        self.move_watched(&mut c, b, len)
+                    } else {
+                        None
+                    }
+                };
+                let Some(b) = grown else {
                     self.note_miss(&mut c, len);
                     return None; // the charge goes back
-                }
+                };
+                c.entries[i].block = b;
                 charge.keep();
                 // SAFETY: as above.
                 unsafe { (*b).len = len };
@@ -357,10 +375,53 @@ impl HugeBlocks {
         // SAFETY: as above; the block stays on the list of every block.
         unsafe { make_huge(e.block.cast(), len / PAGE_SIZE, l, 0) };
         drop(c);
+        if thp.is_none() {
+            // SAFETY: the block is ours now.
+            unsafe { self.watch.watch(e.block) };
+        }
         self.live.fetch_add(1, Relaxed);
         self.live_bytes.fetch_add(len, Relaxed);
         self.hits.fetch_add(1, Relaxed);
-        Some(page_addr(e.block.cast()) as *mut u8)
+        Some(block_addr(e.block) as *mut u8)
+    }
+
+    /// [`section::resize_huge`] with the watch kept off the block meanwhile.
+    ///
+    /// # Safety
+    /// As `section::resize_huge`.
+    unsafe fn resize_watched(&self, b: *mut LargeBlock, len: usize) -> bool {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.watch.forget(b);
+            let ok = section::resize_huge(b.cast(), len);
+            self.watch.resume(b);
+            ok
+        }
+    }
+
+    /// [`section::move_huge`] with the block off the list of every block
+    /// and the watch meanwhile (their links would point at its old
+    /// place), and back on them at its new one. Returns the moved block,
+    /// or `None` (the block then untouched, and back on them).
+    ///
+    /// # Safety
+    /// As `section::move_huge`; `c` is the locked state.
+    unsafe fn move_watched(
+        &self,
+        c: &mut State,
+        b: *mut LargeBlock,
+        len: usize,
+    ) -> Option<*mut LargeBlock> {
+        // SAFETY: forwarded contract.
+        unsafe {
+            c.unlink(b);
+            self.watch.forget(b);
+            let moved = section::move_huge(b.cast(), len).map(|h| h.cast::<LargeBlock>());
+            let nb = moved.unwrap_or(b);
+            c.link(nb);
+            self.watch.resume(nb);
+            moved
+        }
     }
 
     /// A miss after blocks were refused for lack of room: grow `high` by
@@ -413,14 +474,10 @@ impl HugeBlocks {
         // SAFETY: forwarded contract.
         unsafe {
             self.state.lock().unlink(b);
+            self.watch.forget(b);
             let len = (*b).len;
-            let giant = (*b).flags & flags::GIANT != 0;
             (*b).set_kind(PageKind::None);
-            if giant {
-                section::destroy_giant(b.cast());
-            } else {
-                section::destroy_huge(b.cast());
-            }
+            section::destroy_huge(b.cast());
             budget.uncharge(cost(len));
             self.bytes.fetch_sub(len, Relaxed);
         }
@@ -496,7 +553,7 @@ impl HugeBlocks {
 
     /// Resizes huge block `b` to `size` (> 4 MiB) bytes: within its mapping
     /// when it is long enough, in place when the address space after it is
-    /// free, else by moving its pages (no copy) into a new section. Null if
+    /// free, else by moving its pages (no copy) to a new place. Null if
     /// it cannot (the block is then untouched; a giant block never can).
     ///
     /// # Safety
@@ -516,7 +573,7 @@ impl HugeBlocks {
         if giant || new_len / PAGE_SIZE > u32::MAX as usize {
             return core::ptr::null_mut();
         }
-        let p = page_addr(b.cast());
+        let p = block_addr(b);
         let set_pages = |b: *mut LargeBlock, pages: usize| {
             // SAFETY: the caller owns the block.
             unsafe { (*b).pages = pages as u32 };
@@ -536,7 +593,7 @@ impl HugeBlocks {
             None
         };
         // SAFETY: as above; the caller owns the block.
-        if unsafe { section::resize_huge(b.cast(), new_len) } {
+        if unsafe { self.resize_watched(b, new_len) } {
             match charge {
                 Some(c) => c.keep(),
                 None => budget.uncharge(old_len - new_len),
@@ -551,33 +608,22 @@ impl HugeBlocks {
         let Some(charge) = charge else {
             return p as *mut u8; // cannot shrink in place: keep it as it is
         };
-        // Move: a new section, and the old pages remapped into it.
-        let offset = p - section::section_base(p);
-        let Some(head) = section::create_huge(new_len, offset) else {
+        // Move: the block with its header page, to a place with room, its
+        // descriptor with it (off the list and the watch meanwhile: their
+        // links would point at the old place).
+        // SAFETY: the caller owns the block; on failure it stays as it was
+        // and is put back.
+        let moved = unsafe { self.move_watched(&mut self.state.lock(), b, new_len) };
+        let Some(nb) = moved else {
             return core::ptr::null_mut(); // the charge goes back
         };
-        let q = page_addr(head);
-        if !sys::move_pages(p as *mut u8, old_len, q as *mut u8) {
-            // SAFETY: the new section is ours and unused.
-            unsafe { section::destroy_huge(head) };
-            return core::ptr::null_mut(); // the charge goes back
-        }
         charge.keep();
-        // SAFETY: the new head is ours; the old block's pages now live in
-        // the new section and the old section holds nothing.
-        unsafe {
-            let nb = make_huge(head, new_len / PAGE_SIZE, new_len, 0);
-            let mut c = self.state.lock();
-            c.unlink(b);
-            c.link(nb);
-            drop(c);
-            (*b).set_kind(PageKind::None);
-            section::destroy_huge(b.cast());
-            set_pages(nb, new_len / PAGE_SIZE);
-        }
+        // SAFETY: the moved block is ours.
+        unsafe { (*nb).len = new_len };
+        set_pages(nb, new_len / PAGE_SIZE);
         self.bytes.fetch_add(new_len, Relaxed);
         self.bytes.fetch_sub(old_len, Relaxed);
-        q as *mut u8
+        block_addr(nb) as *mut u8
     }
 
     /// Bytes mapped for huge blocks, live and cached (racy read).
@@ -599,17 +645,10 @@ impl HugeBlocks {
         let mut pages = 0;
         let mut b = c.all;
         while !b.is_null() {
-            let a = block_addr(b);
-            // SAFETY: listed blocks are ours and mapped; read under the
-            // lock.
-            pages += sys::resident_pages(a as *const u8, unsafe { (*b).len });
-            let descs = (b as usize) & !(PAGE_SIZE - 1);
-            pages += sys::resident_pages(descs as *const u8, PAGE_SIZE);
-            // SAFETY: as above.
-            if unsafe { (*b).flags } & flags::GIANT == 0 {
-                let header = section::section_base(a);
-                pages += sys::resident_pages(header as *const u8, PAGE_SIZE);
-            }
+            let header = block_addr(b) - PAGE_SIZE;
+            // SAFETY: listed blocks are ours and mapped (with their header
+            // page); read under the lock.
+            pages += sys::resident_pages(header as *const u8, unsafe { (*b).len } + PAGE_SIZE);
             // SAFETY: as above.
             b = unsafe { (*b).next };
         }
@@ -631,9 +670,34 @@ impl HugeBlocks {
         }
     }
 
-    /// Takes the cache lock (before fork).
+    /// Advises for huge pages the watched blocks that show dense use, if
+    /// a look is due (`huge_thp.rs`; one load and the clock when not).
+    /// Returns how many were advised.
+    #[inline]
+    pub fn thp_look_if_due(&self) -> usize {
+        self.watch.look_if_due()
+    }
+
+    /// Collapses into huge pages at most `max` 2 MiB ranges of blocks
+    /// advised after they showed dense use (the tick's share). Returns how
+    /// many were tried.
+    pub fn thp_collapse(&self, max: usize) -> usize {
+        if max == 0 {
+            return 0;
+        }
+        self.watch.collapse_some(max)
+    }
+
+    /// Whether ranges of advised blocks wait for [`thp_collapse`](Self::thp_collapse).
+    #[inline]
+    pub fn thp_has_pending(&self) -> bool {
+        self.watch.has_pending()
+    }
+
+    /// Takes the cache and watch locks (before fork).
     pub fn lock_for_fork(&self) {
         core::mem::forget(self.state.lock());
+        self.watch.lock_for_fork();
     }
 
     /// Releases (parent) or resets (child) the lock [`lock_for_fork`]
@@ -646,6 +710,7 @@ impl HugeBlocks {
     pub unsafe fn unlock_after_fork(&self, child: bool) {
         // SAFETY: forwarded contract.
         unsafe {
+            self.watch.unlock_after_fork(child);
             if child {
                 self.state.lock.force_unlock();
             } else {

@@ -1,6 +1,6 @@
 //! Page-granular allocations: *large* blocks (8 KiB < size ≤ 4 MiB) come
 //! from a page allocator as exact-size MOVABLE blocks, and *huge* blocks
-//! (> 4 MiB) get a section of their own (`huge.rs`).
+//! (> 4 MiB) get a mapping of their own (`huge.rs`).
 //!
 //! A large block holds exactly the pages of its size class
 //! (`page_alloc/classes.rs`: a quarter-power apart, so a 33 KiB request
@@ -14,9 +14,11 @@
 //!
 //! Both kinds are described by their head page descriptor, seen as a
 //! [`LargeBlock`], so a pointer is validated and dispatched with the one
-//! descriptor lookup every free makes.
+//! descriptor lookup every free makes (a huge block's, when the section
+//! lookup misses, with the chunk map's second look: [`checked_huge`]).
 
 pub mod huge;
+mod huge_thp;
 
 use core::sync::atomic::Ordering::Acquire;
 
@@ -147,8 +149,9 @@ impl Caller {
     }
 }
 
-/// The page-granular block `p` (not in a slab) whose page descriptor is
-/// `d`, checked: a live Large or Huge head whose first byte `p` is.
+/// The large block `p` (not in a slab) whose page descriptor is `d`,
+/// checked: a live Large head whose first byte `p` is. (Huge blocks are
+/// no section's: [`checked_huge`].)
 /// Reports and aborts otherwise: a double free, a pointer inside a block,
 /// or something that was never a block.
 ///
@@ -159,8 +162,8 @@ pub unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut Large
     // SAFETY: descriptors of our sections are always readable.
     let kind = PageKind::from_u8(unsafe { (*d).kind.load(Acquire) });
     match kind {
-        PageKind::Large | PageKind::Huge if p as usize == page_addr(d) => d.cast(),
-        PageKind::Large | PageKind::Huge => report::fatal(
+        PageKind::Large if p as usize == page_addr(d) => d.cast(),
+        PageKind::Large => report::fatal(
             match who {
                 Caller::Free => "free(): invalid pointer (inside a block)",
                 _ => who.invalid(),
@@ -172,18 +175,18 @@ pub unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut Large
     }
 }
 
-/// The giant block `p` (see `section::create_giant`), checked: a live
+/// The huge block `p` (see `section::create_huge`), checked: a live
 /// Huge block that `p` starts. Reports and aborts otherwise — `p` is not
 /// ours, or no longer.
 ///
 /// # Safety
 /// `p` is non-null.
 #[cold]
-pub unsafe fn checked_giant(p: *mut u8, who: Caller) -> *mut LargeBlock {
-    let Some(d) = crate::section::giant_desc(p as usize) else {
+pub unsafe fn checked_huge(p: *mut u8, who: Caller) -> *mut LargeBlock {
+    let Some(d) = crate::section::huge_desc(p as usize) else {
         report::fatal(who.invalid(), p)
     };
-    // SAFETY: a giant block's descriptor is mapped while its chunk is
+    // SAFETY: a huge block's descriptor is mapped while its chunk is
     // marked.
     let kind = PageKind::from_u8(unsafe { (*d).kind.load(Acquire) });
     match kind {

@@ -30,6 +30,7 @@ use core::sync::atomic::{
     AtomicU8, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 
+use crate::heap_profile;
 use crate::meta;
 use crate::slab::large_bins;
 use crate::sync;
@@ -70,13 +71,19 @@ pub struct LockClass {
 ///    child finds no block isolated (inside, only the zone lock is taken);
 /// 7. the zone lock;
 /// 8. the huge-block cache and list (a leaf: nothing is taken under it);
-/// 9. the metadata arena (heaps and pagesets are made under 4 and 5);
-/// 10. the trace buffers, one per heap (a leaf each: an event is pushed,
+/// 9. the heap profile's table (`heap_profile/table.rs`: its stacks and
+///    records are made in the metadata arena under it);
+/// 10. the heap profile's look at the loader's unload count
+///     (`heap_profile/cfi.rs`: a leaf, only ever tried on the sample path;
+///     held here so no thread is inside `dl_iterate_phdr`, whose lock
+///     glibc does not reset in the child, through a sample at the fork);
+/// 11. the metadata arena (heaps and pagesets are made under 4 and 5);
+/// 12. the trace buffers, one per heap (a leaf each: an event is pushed,
 ///     and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub static LOCKS: [LockClass; 10] = [
+pub static LOCKS: [LockClass; 12] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
@@ -125,6 +132,20 @@ pub static LOCKS: [LockClass; 10] = [
         release: |child| {
             // SAFETY: the caller (fork's handlers) took it with `take`.
             unsafe { HUGE.unlock_after_fork(child) }
+        },
+    },
+    LockClass {
+        take: heap_profile::table::lock_for_fork,
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { heap_profile::table::unlock_after_fork(child) }
+        },
+    },
+    LockClass {
+        take: heap_profile::cfi::lock_for_fork,
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { heap_profile::cfi::unlock_after_fork(child) }
         },
     },
     LockClass {

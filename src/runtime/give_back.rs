@@ -22,18 +22,23 @@
 //! refills (seed 000): what a give-back released that the program then
 //! charges again before the next one — a thread pool's next wave, a loop
 //! that frees and allocates its buffers — grows the `keep` by as much, up
-//! to [`KEEP_MAX`] for the zone and [`HUGE_KEEP_MAX`] for huge blocks; each
-//! tick takes an eighth off, down to [`KEEP_MIN`] and 0. jemalloc's decay
-//! and mimalloc's purge delay keep what is reused and let the rest go the
-//! same way, but purge only from later calls. While the zone's `keep` is at
-//! its least — nothing given back was needed again — a give-back also
-//! takes what the tick would from the freeing thread's caches (as at a
-//! tick it sees), the other threads' parked slabs and large bins, the
-//! exited threads' heaps and the pagesets (at a thread's exit, what the
-//! pagesets hold counts as waiting too), and takes whole released blocks
-//! offline. So a program that frees what it had and stops keeps at most
-//! `KEEP_MIN` and a step waiting; one that stops right after churning, at
-//! most the `keep`s it reached and a step.
+//! to a cap: the zone's dirty limit (at least [`KEEP_MAX`]), and for huge
+//! blocks what they took at their recent peak (at least
+//! [`HUGE_KEEP_MAX`]) — the memory of the use's recent peak, which a
+//! producer and a consumer use again at the next high; at a thread's
+//! exit, where a program's work winds down, only the ratio of the use of
+//! the instant; under a memory cgroup's limit, at most half the headroom
+//! left (`memcg.rs`). Each tick takes an eighth off, down to [`KEEP_MIN`]
+//! and 0. jemalloc's decay and mimalloc's purge delay keep what is reused
+//! and let the rest go the same way, but purge only from later calls.
+//! While the zone's `keep` is at its least — nothing given back was needed
+//! again — a give-back also takes what the tick would from the freeing
+//! thread's caches (as at a tick it sees), the other threads' parked slabs
+//! and large bins, the exited threads' heaps and the pagesets (at a
+//! thread's exit, what the pagesets hold counts as waiting too), and takes
+//! whole released blocks offline. So a program that frees what it had and
+//! stops keeps at most `KEEP_MIN` and a step waiting; one that stops right
+//! after churning, at most the `keep`s it reached and a step.
 //!
 //! At a thread's exit a cache of a thread pool's next wave counts as
 //! waiting too, against the zone's `keep`: the pagesets' large lists, by
@@ -46,7 +51,8 @@
 //! `keep` and a step.
 //!
 //! With the background thread running, the tick gives memory back a tick
-//! after it went idle, and nothing here runs.
+//! after it went idle, and nothing here runs but what the memory cgroup's
+//! limit calls for (`memcg.rs`).
 
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -80,6 +86,9 @@ static GAVE_HUGE: AtomicUsize = AtomicUsize::new(0);
 /// The zone's charged bytes and the huge blocks' bytes right after it.
 static ZONE_AFTER: AtomicUsize = AtomicUsize::new(0);
 static HUGE_AFTER: AtomicUsize = AtomicUsize::new(0);
+/// The most bytes of huge blocks, in use and cached, seen at a give-back
+/// in this tick, and in the last one.
+static HUGE_PEAK: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
 
 /// Free pages of the zone still charged: resident, or may be (a racy
 /// read of the zone's mirror).
@@ -118,8 +127,9 @@ fn step(keep: usize) -> usize {
 /// loads and compares.
 #[inline]
 pub fn due() -> bool {
-    let keep = KEEP.load(Relaxed).min(keep_max());
-    let huge_keep = HUGE_KEEP.load(Relaxed).min(huge_keep_max());
+    let at_exit = tls::exited();
+    let keep = KEEP.load(Relaxed).min(keep_max(at_exit));
+    let huge_keep = HUGE_KEEP.load(Relaxed).min(huge_keep_max(at_exit));
     zone_waiting() > keep + step(keep) || HUGE.cached_bytes() > huge_keep + step(huge_keep)
 }
 
@@ -129,7 +139,7 @@ pub fn due() -> bool {
 /// caches went (adding them up takes every pageset's lock: fine once a
 /// thread).
 pub fn due_at_exit() -> bool {
-    let keep = KEEP.load(Relaxed).min(keep_max());
+    let keep = KEEP.load(Relaxed).min(keep_max(true));
     due()
         || zone_waiting() + exit_waiting() > keep + step(keep)
         || (KEEP.load(Relaxed) == KEEP_MIN
@@ -137,27 +147,70 @@ pub fn due_at_exit() -> bool {
 }
 
 /// The most the zone's `keep` may be now: the dirty limit (what the
-/// zone's resident free memory may reach, a ratio of the pages in use,
-/// at least 8 MiB), or [`KEEP_MAX`] with the dirty limit off. A program
-/// that frees what it used keeps little; one that still holds much may
-/// keep a share of it waiting, as between ticks.
-fn keep_max() -> usize {
-    if PAGES.zone.dirty_ratio() == 0 {
-        return KEEP_MAX;
-    }
+/// zone's resident free memory may reach: a ratio of the pages in use, or
+/// what they are short of their recent peak, at least 8 MiB), or
+/// [`KEEP_MAX`] with the dirty limit off; under the memory cgroup's share.
+/// A program that frees what it used keeps little; one that still holds
+/// much, or uses again what it frees, may keep it waiting, as between
+/// ticks. At a thread's exit (`at_exit`), where a program's work winds
+/// down — a pool's worker, a storm's last wave — the use of the instant
+/// alone counts: the memory of a peak that is over would stay for good
+/// (5,000 short threads left 66-86 MiB resident, not 12).
+fn keep_max(at_exit: bool) -> usize {
+    let z = &PAGES.zone;
     // Blocks cached on the pagesets' large lists are not in use: counted
     // as such, a thread pool's cache between two waves would let the
     // `keep` grow past the memory the program uses.
-    let cached = PAGES.pagesets.large_pages() * PAGES.zone.dirty_ratio() / 100;
-    (PAGES.zone.dirty_limit().saturating_sub(cached) * PAGE_SIZE).max(KEEP_MAX)
+    let cached = PAGES.pagesets.large_pages() * z.dirty_ratio() / 100;
+    let most = if z.dirty_ratio() == 0 {
+        KEEP_MAX
+    } else if at_exit {
+        (z.dirty_limit_now().saturating_sub(cached) * PAGE_SIZE).max(KEEP_MAX)
+    } else {
+        (z.dirty_limit().saturating_sub(cached) * PAGE_SIZE).max(KEEP_MAX)
+    };
+    most.min(cgroup_share())
 }
 
-/// The most the huge blocks' `keep` may be now: [`HUGE_KEEP_MAX`], or the
-/// dirty ratio of the huge blocks in use if that is more (a loop of big
-/// buffers reuses cached ones of every size it asks for).
-fn huge_keep_max() -> usize {
-    let live = HUGE.bytes().saturating_sub(HUGE.cached_bytes());
-    (live / 100 * PAGES.zone.dirty_ratio()).max(HUGE_KEEP_MAX)
+/// What the caches may hold under the memory cgroup's limit: half the
+/// headroom left (`usize::MAX` without a limit; `memcg.rs`).
+#[inline]
+fn cgroup_share() -> usize {
+    PAGES.zone.budget.headroom() / 2
+}
+
+/// The most the huge blocks' `keep` may be now: [`HUGE_KEEP_MAX`], or
+/// what the huge blocks took at their recent peak (the most seen at a
+/// give-back in this tick and the last, in use and cached) if that is
+/// more; under the memory cgroup's share. A loop of big buffers reuses
+/// cached ones of every size it asks for; a producer hands them to a
+/// consumer, and between the two the blocks in use swing from many to
+/// none. A cached block serves a request only if it is as large (or grows
+/// in place), so the cache that spares a producer new mappings is about as
+/// large as what is in use: with the keep at 80% of the blocks in use at
+/// the instant of the free, a producer of 8 B - 64 MiB blocks mapped most
+/// huge blocks anew. At a thread's exit, 80% of the blocks in use now
+/// (see [`keep_max`]).
+fn huge_keep_max(at_exit: bool) -> usize {
+    let most = if at_exit {
+        let live = HUGE.bytes().saturating_sub(HUGE.cached_bytes());
+        live / 100 * PAGES.zone.dirty_ratio()
+    } else {
+        HUGE_PEAK[0]
+            .load(Relaxed)
+            .max(HUGE_PEAK[1].load(Relaxed))
+            .max(HUGE.bytes())
+    };
+    most.max(HUGE_KEEP_MAX).min(cgroup_share())
+}
+
+/// Notes the bytes of huge blocks now, in use and cached (their peak in
+/// this tick).
+fn note_huge_bytes() {
+    let bytes = HUGE.bytes();
+    if bytes > HUGE_PEAK[0].load(Relaxed) {
+        HUGE_PEAK[0].store(bytes, Relaxed);
+    }
 }
 
 /// The zone's charged pages, in bytes.
@@ -165,34 +218,54 @@ fn zone_charged() -> usize {
     PAGES.zone.charged_pages() * PAGE_SIZE
 }
 
-/// Gives back what waits beyond the `keep`s (see the module docs), at a
-/// thread's exit (`at_exit`) counting what its exit leaves waiting too.
-/// The caller holds the tick lock (`tick.rs`): one give-back at a time,
-/// none while a tick runs or the allocator is held still. Never changes
-/// errno.
-pub fn give_back(at_exit: bool) {
+/// Gives back what waits beyond the `keep`s (see the module docs). The
+/// caller holds the tick lock (`tick.rs`): one give-back at a time, none
+/// while a tick runs or the allocator is held still. Never changes errno.
+pub fn give_back() {
+    give_back_with(false);
+}
+
+/// [`give_back`], and everything the caches hold goes too, as when
+/// nothing given back was needed again: the memory cgroup's limit is near
+/// (`memcg.rs`).
+pub fn give_back_everything() {
+    give_back_with(true);
+}
+
+/// Whether the caches hold more than the memory cgroup's headroom allows
+/// them: what waits for a tick and what the pagesets hold, past half the
+/// headroom (adding up the pagesets takes every pageset's lock: for the
+/// occasional look at the cgroup, not for a free).
+pub fn over_cgroup_share() -> bool {
+    let share = cgroup_share();
+    share < usize::MAX / 2 && waiting_bytes() + PAGES.pagesets.total_count() * PAGE_SIZE > share
+}
+
+fn give_back_with(everything: bool) {
     let saved = sys::errno();
+    note_huge_bytes();
+    let at_exit = tls::exited();
     // What the last give-back released and the program has charged again
     // since (charges only grow by what is handed out: a refault, or
     // growth), for each.
     let refault = zone_charged()
         .saturating_sub(ZONE_AFTER.load(Relaxed))
         .min(GAVE.load(Relaxed));
-    let keep = (KEEP.load(Relaxed) + refault).min(keep_max());
+    let keep = (KEEP.load(Relaxed) + refault).min(keep_max(at_exit));
     KEEP.store(keep, Relaxed);
     let remapped = HUGE
         .bytes()
         .saturating_sub(HUGE_AFTER.load(Relaxed))
         .min(GAVE_HUGE.load(Relaxed));
-    let huge_keep = (HUGE_KEEP.load(Relaxed) + remapped).min(huge_keep_max());
+    let huge_keep = (HUGE_KEEP.load(Relaxed) + remapped).min(huge_keep_max(at_exit));
     HUGE_KEEP.store(huge_keep, Relaxed);
     // Nothing given back was needed again: the program is not reusing
     // what it frees, so what the tick would take goes now too — the
     // calling thread's caches (as at a tick it sees), the other threads'
     // parked slabs and large bins, the exited threads' heaps, the
     // pagesets. (A program that reuses what it frees keeps them: they
-    // are what it reuses first.)
-    let quiet = keep == KEEP_MIN;
+    // are what it reuses first.) So too near the memory cgroup's limit.
+    let quiet = everything || keep <= KEEP_MIN;
     if quiet {
         flush_own_heap();
         let everywhere = PAGES.through(core::ptr::null(), false);
@@ -202,7 +275,13 @@ pub fn give_back(at_exit: bool) {
         PAGES.drain_all();
     }
     let budget = &PAGES.zone.budget;
-    let cached = HUGE.cached_bytes();
+    // The blocks in the cache: the lock-free figure counts the pages past
+    // the length of the blocks in use too (`huge.rs` keeps them), and a
+    // trim by it emptied the cache of the blocks a producer was about to
+    // reuse (8 B - 64 MiB blocks from one thread to another: 80 page
+    // faults per MiB allocated, as many as glibc's, at 0.9x its
+    // throughput).
+    let cached = HUGE.usage().cached_bytes;
     let unmapped = if cached > huge_keep + step(huge_keep) {
         HUGE.trim_some(budget, cached - huge_keep)
     } else {
@@ -249,8 +328,11 @@ fn flush_own_heap() {
     }
 }
 
-/// The tick: each `keep` loses an eighth, down to its least.
+/// The tick: each `keep` loses an eighth, down to its least, and the
+/// huge blocks' peak of the tick before is forgotten.
 pub fn on_tick() {
+    HUGE_PEAK[1].store(HUGE_PEAK[0].load(Relaxed), Relaxed);
+    HUGE_PEAK[0].store(HUGE.bytes(), Relaxed);
     let keep = KEEP.load(Relaxed);
     KEEP.store((keep - keep / 8).max(KEEP_MIN), Relaxed);
     let huge_keep = HUGE_KEEP.load(Relaxed);

@@ -17,21 +17,26 @@
 
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use super::{fork, process, record, thread};
+use super::{fork, process, record, sampled, thread};
 
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// The library's constructor.
 extern "C" fn constructor() {
     register();
+    if process::is_ready() {
+        sampled::prepare();
+    }
 }
 
-/// The library's destructor: the report and the trace at exit.
+/// The library's destructor: the report, the trace and the heap profile
+/// at exit.
 extern "C" fn destructor() {
     if process::is_ready() {
         if record::tracing() {
             record::flush_all(&super::process::HEAPS);
         }
+        sampled::at_exit();
         thread::report_at_exit();
     }
 }

@@ -17,9 +17,12 @@
 //! - `tick.rs`: when the maintenance tick runs (its background thread,
 //!   when asked for);
 //! - `give_back.rs`: what a free gives back at once, with no thread;
+//! - `memcg.rs`: the memory cgroup's limit, kept clear of;
 //! - `fork.rs`: the fork handlers and the list of every lock;
 //! - `report.rs`: the counters and the invariant checks;
 //! - `record.rs`: the allocation trace (`PCPALLOC_TRACE`);
+//! - `sampled.rs`: the heap profile's hooks on the slow paths and its
+//!   files (`PCPALLOC_PROFILE`);
 //! - `files.rs`: the files written per process (report, trace);
 //! - `settings.rs`: the `PCPALLOC_*` variables;
 //! - `path_setting.rs`: a setting that holds a path, without allocating;
@@ -32,12 +35,14 @@ pub mod fork;
 pub mod give_back;
 pub mod hooks;
 pub mod late;
+pub mod memcg;
 pub mod path_setting;
 pub mod paths;
 pub mod process;
 pub mod reclaim;
 pub mod record;
 pub mod report;
+pub mod sampled;
 pub mod settings;
 pub mod thread;
 pub mod tick;

@@ -12,6 +12,7 @@ use crate::slab::large_bins::BIN_MAX_BYTES;
 use crate::slab::{self, Freed, Heap, Slab};
 use crate::trace::Op;
 
+use crate::heap_profile as profile;
 use crate::page_alloc::zone::Shrink;
 use crate::sys;
 
@@ -19,7 +20,7 @@ use super::process::pages_of;
 use super::process::{self, HEAPS, HUGE, PAGES};
 use super::thread::thread_heap;
 use super::tls::current_heap;
-use super::{hooks, late, reclaim, record, tick, tls};
+use super::{hooks, late, reclaim, record, sampled, tick, tls};
 
 /// The small-object allocation slow path for `class`: the thread's heap is
 /// set up if needed, the tick runs if due, and the heap refills; at the
@@ -29,6 +30,16 @@ use super::{hooks, late, reclaim, record, tick, tls};
 #[cold]
 #[inline(never)]
 pub fn alloc_small_slow(class: usize) -> *mut u8 {
+    if profile::sampling() {
+        // The common visit while sampling: a bin out of credit, objects on
+        // it, no sample due.
+        // SAFETY: the TLS heap is this thread's, or the empty heap; the
+        // malloc path passes a class.
+        let p = unsafe { sampled::recredit(tls::heap(), class) };
+        if !p.is_null() {
+            return p;
+        }
+    }
     out_of_memory_if_null(alloc_small(class))
 }
 
@@ -49,10 +60,27 @@ fn alloc_small(class: usize) -> *mut u8 {
     refill(h, class)
 }
 
-/// The heap's bin of `class` is empty: refill it (the tick first, if due;
-/// everything the heap caches first if a reclaim asked for it; a reclaim
-/// and one retry if it fails).
+/// The heap's bin of `class` is empty (or, while the heap profile samples,
+/// out of credit: `sampled.rs` decides).
 fn refill(h: *mut Heap, class: usize) -> *mut u8 {
+    if profile::sampling() {
+        // SAFETY: h is this thread's heap.
+        return unsafe {
+            sampled::alloc_small(
+                h,
+                class,
+                || refill_plain(h, class),
+                |size| alloc_page_block(size, sampled::SAMPLE_ALIGN, false),
+            )
+        };
+    }
+    refill_plain(h, class)
+}
+
+/// Refills the heap's empty bin of `class` (the tick first, if due;
+/// everything the heap caches first if a reclaim asked for it; a reclaim
+/// and one retry if it fails) and pops an object.
+fn refill_plain(h: *mut Heap, class: usize) -> *mut u8 {
     tick::on_slow_path();
     // SAFETY: h is this thread's heap.
     unsafe {
@@ -293,6 +321,15 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
 /// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    if profile::sampling() {
+        return sampled::alloc_big(size, || alloc_big_unsampled(size, align, zero));
+    }
+    alloc_big_unsampled(size, align, zero)
+}
+
+/// [`alloc_big`] itself, the heap profile aside.
+#[inline(always)]
+fn alloc_big_unsampled(size: usize, align: usize, zero: bool) -> *mut u8 {
     let h = tls::heap();
     // SAFETY: the TLS heap is this thread's, or the empty heap (no heap
     // yet, past the exit hook, or tracing), whose bins are never used.
@@ -360,7 +397,7 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
             // for huge pages (only a "yes" is dropped: never stays never).
             let thp = PAGES
                 .zone
-                .thp_advice(size)
+                .thp_advice()
                 .filter(|&on| !on || !reclaim::under_pressure());
             HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp)
         });
@@ -400,6 +437,7 @@ pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
     // SAFETY: forwarded contract; checked_block validates the rest.
     unsafe {
         let b = large::checked_block(p, d, Caller::Free);
+        sampled::on_free(b);
         // A block of a binned class goes to this thread's large bins (the
         // empty heap — no heap, exited, tracing — has none).
         let h = tls::heap();
@@ -456,9 +494,9 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
     }
 }
 
-/// `free` of a pointer the chunk map does not describe: the start of a
-/// giant block (aligned to 256 MiB or more), or not ours at all (reported,
-/// and the process aborts). Never changes errno.
+/// `free` of a pointer no section describes: the start of a huge block,
+/// or not ours at all (reported, and the process aborts). Never changes
+/// errno.
 ///
 /// # Safety
 /// `p` is non-null; the caller is freeing it.
@@ -466,9 +504,11 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
 #[inline(never)]
 pub unsafe fn free_foreign(p: *mut u8, who: Caller) {
     // SAFETY: forwarded contract.
-    let b = unsafe { large::checked_giant(p, who) };
+    let b = unsafe { large::checked_huge(p, who) };
+    // SAFETY: b is a live huge block the caller frees.
+    unsafe { sampled::on_free(b) };
     let saved = sys::errno();
-    // SAFETY: checked_giant returned a live giant block the caller frees.
+    // SAFETY: checked_huge returned a live huge block the caller frees.
     unsafe { HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch()) };
     tick::memory_waiting();
     sys::set_errno(saved);

@@ -138,14 +138,16 @@ fn init() -> bool {
     settings::load_from_env();
     // A user-set limit is a wall; without one the OS and the cgroup limit
     // the heap, and the formulas are sized from the cgroup's limit or the
-    // machine's RAM.
+    // machine's RAM. The caches keep clear of the cgroup's limit in any
+    // case (`memcg.rs`).
     let user_limit = SETTINGS.memory_limit.load(Relaxed);
+    let cgroup_limit = super::memcg::init();
     let size = if user_limit != 0 {
         user_limit
     } else {
-        sys::cgroup_limit_bytes()
-            .or_else(sys::mem_total_bytes)
-            .map_or(DEFAULT_SIZE, |b| b as usize)
+        cgroup_limit
+            .or_else(|| sys::mem_total_bytes().map(|b| b as usize))
+            .unwrap_or(DEFAULT_SIZE)
     };
     let size = size.min(MAX_SECTIONS * SECTION_SIZE / 2);
     PAGES.zone.configure(&ZoneConfig {
@@ -167,6 +169,7 @@ fn init() -> bool {
         },
     });
     PAGES.zone.mark_process_heap();
+    super::memcg::start(&PAGES.zone.budget);
     PAGES.set_knobs(settings::env_knobs());
     let batch = PAGES.zone.pcp_params().batch;
     let fhb = sys::llc_slice_bytes(0).is_some_and(|s| tune::free_high_batch(s, batch));

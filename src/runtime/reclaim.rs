@@ -87,7 +87,13 @@ pub fn epoch() -> u32 {
 /// The counters so far.
 pub fn counters() -> ReclaimCounters {
     let c = &COUNTERS;
+    let [memcg_limit, memcg_usage, memcg_reads, memcg_give_backs] =
+        super::memcg::counters(&PAGES.zone.budget);
     ReclaimCounters {
+        memcg_limit,
+        memcg_usage,
+        memcg_reads,
+        memcg_give_backs,
         runs: c.runs.load(Relaxed),
         full_runs: c.full_runs.load(Relaxed),
         retry_ok: c.retry_ok.load(Relaxed),
@@ -202,6 +208,7 @@ pub fn or_reclaim(
 ) -> *mut u8 {
     let p = alloc();
     if !p.is_null() {
+        super::tick::after_growth();
         return p;
     }
     reclaim_and_retry(h, need, zone, &mut alloc)

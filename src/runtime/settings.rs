@@ -94,6 +94,12 @@ pub struct Settings {
     /// Where the trace goes (`PCPALLOC_TRACE`: PREFIX.<pid>; unset: no
     /// trace).
     pub trace_prefix: PathSetting,
+    /// The memory cgroup directory followed (`PCPALLOC_CGROUP`; unset:
+    /// the process's own; `none`: none).
+    pub cgroup: PathSetting,
+    /// Where heap profiles go (`PCPALLOC_PROFILE_FILE`; unset:
+    /// `sampled::DEFAULT_FILE`).
+    pub profile_file: PathSetting,
 }
 
 /// The init-time settings.
@@ -111,6 +117,8 @@ pub static SETTINGS: Settings = Settings {
     thp: AtomicU32::new(ThpPolicy::DEFAULT as u32),
     stats_file: PathSetting::new(),
     trace_prefix: PathSetting::new(),
+    cgroup: PathSetting::new(),
+    profile_file: PathSetting::new(),
 };
 
 impl Settings {
@@ -138,6 +146,9 @@ pub enum ConfigValue {
     Text(&'static str),
     /// A set of heuristics, written as `PCPALLOC_HEURISTICS` takes it.
     Heuristics(u32),
+    /// The heap profile's mean bytes between samples and whether to dump
+    /// at peaks, written as `PCPALLOC_PROFILE` takes them.
+    Profile(u64, bool),
 }
 
 /// One value per entry of [`TUNABLES`], in its order.
@@ -190,6 +201,9 @@ fn write_value(w: &mut dyn Write, v: &ConfigValue) -> bool {
         ConfigValue::Num(n) => write!(w, "{n}"),
         ConfigValue::Text(s) => w.write_str(s),
         ConfigValue::Heuristics(bits) => write_heuristics(w, Heuristics(bits)),
+        ConfigValue::Profile(mean, peaks) => {
+            write!(w, "{mean}{}", if peaks { ",peak" } else { "" })
+        }
     };
     true
 }
@@ -243,7 +257,7 @@ pub struct Tunable {
 pub static TUNABLES: &[Tunable] = &TABLE;
 
 /// How many settings there are.
-pub const NR_TUNABLES: usize = 16;
+pub const NR_TUNABLES: usize = 19;
 
 /// The index of the setting `name` in [`TUNABLES`] (a compile-time error
 /// in a constant when there is none).
@@ -562,6 +576,39 @@ const TABLE: [Tunable; NR_TUNABLES] = [
             Ok(())
         },
         show: |w, _| w.write_str(ThpPolicy::from_u32(SETTINGS.thp.load(Relaxed)).name()),
+    },
+    Tunable {
+        name: "PCPALLOC_CGROUP",
+        config: "cgroup",
+        at_run_time: AtRunTime::Never,
+        values: "a cgroup directory, or `none`",
+        default: "(own)",
+        doc: "The memory cgroup whose limit the heap keeps clear of (v2 memory.max and memory.high, v1 memory.limit_in_bytes, with the usage beside them): by default the level of least limit from the process's own cgroup up; a directory to follow that one (a hierarchy mounted elsewhere); none for no cgroup.",
+        apply: |v| SETTINGS.cgroup.set(v),
+        show: |w, _| SETTINGS.cgroup.show(w, "(own)"),
+    },
+    Tunable {
+        name: "PCPALLOC_PROFILE",
+        config: "profile",
+        at_run_time: AtRunTime::Now,
+        values: "0, 1, or the mean bytes between samples (at least 4 KiB), each optionally followed by `,peak`",
+        default: "0",
+        doc: "Sample allocations for a heap profile: one per 512 KiB allocated on average with 1, or per the size given; written at exit (the sampled blocks still live are the leak report), on demand, and with `,peak` at each new peak of live bytes. See the README's heap profile section.",
+        apply: |v| {
+            super::sampled::set(crate::heap_profile::parse(v)?);
+            Ok(())
+        },
+        show: |w, _| crate::heap_profile::show(w),
+    },
+    Tunable {
+        name: "PCPALLOC_PROFILE_FILE",
+        config: "profile_file",
+        at_run_time: AtRunTime::Never,
+        values: "a path; %p becomes the process id",
+        default: "pcpalloc.%p.pb",
+        doc: "Where heap profiles go: the one at exit to the path, on-demand ones to the path with .1, .2... appended, the one at each new peak to the path with .peak.",
+        apply: |v| SETTINGS.profile_file.set(v),
+        show: |w, _| SETTINGS.profile_file.show(w, super::sampled::DEFAULT_FILE),
     },
 ];
 

@@ -14,10 +14,16 @@
 //! background thread runs the tick every `PCPALLOC_DECAY_MS` instead,
 //! created lazily — once the heap and the huge blocks have grown past
 //! [`BACKGROUND_MIN_BYTES`], a second thread allocates, or 4 MiB wait to
-//! go back — so a small single-threaded program never gets one. Only that
-//! thread's ticks collapse dense pageblocks into huge pages (copying up to
-//! 64 MiB is not for a program's own thread). It blocks every signal,
-//! never allocates, and is recreated in a forked child when needed.
+//! go back — so a small single-threaded program never gets one. That
+//! thread's ticks collapse up to 32 dense 2 MiB ranges into huge pages; a
+//! tick run inline, one (a collapse copies 2 MiB: copying up to 64 MiB is
+//! not for a program's own thread). It blocks every signal, never
+//! allocates, and is recreated in a forked child when needed.
+//!
+//! In a memory cgroup, the heap's growth past a step and each tick read
+//! the cgroup's usage, and what the caches hold past what its limit
+//! allows goes back ([`after_growth`], `memcg.rs`), with the thread or
+//! without.
 //!
 //! The tick lock keeps two ticks (or a tick and a give-back) from
 //! overlapping and lets tests hold the allocator still; it is the
@@ -30,8 +36,8 @@ use crate::runtime::settings::SETTINGS;
 use crate::sync::{Guard, Locked};
 use crate::sys;
 
-use super::give_back;
 use super::process::{self, HEAPS, HUGE, PAGES};
+use super::{give_back, memcg};
 
 /// The heap size from which a background thread is worth having.
 pub const BACKGROUND_MIN_BYTES: usize = 16 << 20;
@@ -70,6 +76,8 @@ pub fn tick() -> usize {
     );
     super::late::collect();
     give_back::on_tick();
+    memcg::on_tick(&PAGES.zone.budget);
+    give_back_for_memcg();
     released
 }
 
@@ -125,6 +133,11 @@ fn on_slow_path_cold() {
         return;
     }
     tick_if_due();
+    // Huge pages between ticks: big huge blocks are looked at for dense
+    // use sooner than a tick comes (a block being filled is advised while
+    // most of it is still to fault in), and what the heap's growth paid
+    // for is collapsed, one 2 MiB range at a time.
+    maint::between_ticks(&PAGES, &HUGE);
 }
 
 /// Free memory waiting for the tick from which it is worth starting the
@@ -180,7 +193,7 @@ pub fn after_thread_exit() {
     }
     tick_if_due();
     if give_back::due_at_exit() {
-        give_back_now(true);
+        give_back_now();
     }
 }
 
@@ -190,18 +203,67 @@ pub fn after_thread_exit() {
 #[inline]
 fn give_back_if_due() {
     if give_back::due() {
-        give_back_now(false);
+        give_back_now();
     }
 }
 
 #[cold]
 #[inline(never)]
-fn give_back_now(at_exit: bool) {
+fn give_back_now() {
     if TICK_LOCK.lock.try_lock() {
-        give_back::give_back(at_exit);
+        give_back::give_back();
         // SAFETY: taken just above.
         unsafe { TICK_LOCK.lock.unlock() };
     }
+}
+
+/// On the allocation paths that take memory from the zone or map a huge
+/// block, after they did (`reclaim::or_reclaim`): once the heap has grown
+/// a step since the memory cgroup's usage was last read, it is read again
+/// and what the caches hold past the headroom goes back (`memcg.rs`). A
+/// load and a compare; nothing without a cgroup limit.
+#[inline]
+pub fn after_growth() {
+    if memcg::past_mark(&PAGES.zone.budget) {
+        after_growth_cold();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn after_growth_cold() {
+    // A tick or a give-back under way reads and gives back too; the next
+    // allocation past the mark tries again.
+    if !TICK_LOCK.lock.try_lock() {
+        return;
+    }
+    let saved = sys::errno();
+    memcg::read_usage(&PAGES.zone.budget);
+    give_back_for_memcg();
+    sys::set_errno(saved);
+    // SAFETY: taken just above.
+    unsafe { TICK_LOCK.lock.unlock() };
+}
+
+/// With the tick lock held, after a read of the memory cgroup's usage:
+/// what the caches hold past what the headroom allows goes back — all of
+/// it, pagesets and heaps' caches too, within the reserve or when they
+/// hold more than half the headroom; then the usage is read again, so
+/// what went back counts.
+fn give_back_for_memcg() {
+    let budget = &PAGES.zone.budget;
+    if budget.cgroup_target() == crate::page_alloc::zone::NO_LIMIT {
+        return;
+    }
+    if memcg::near_limit(budget) || give_back::over_cgroup_share() {
+        give_back::give_back_everything();
+    } else if give_back::due() {
+        give_back::give_back();
+    } else {
+        return;
+    }
+    memcg::note_give_back();
+    memcg::read_usage(budget);
 }
 
 /// Runs the tick now if one is due (no background thread running). A

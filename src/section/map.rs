@@ -73,9 +73,9 @@ const fn unused_roots() -> [AtomicPtr<AtomicU8>; NR_LEAVES + 1] {
 
 /// Chunk-map value: the chunk is described by its section's descriptors.
 const CHUNK_SECTION: u8 = 1;
-/// Chunk-map value: the chunk starts a giant block, described by the
-/// descriptor in the page before it (see [`create_giant`](super::create_giant)).
-const CHUNK_GIANT: u8 = 2;
+/// Chunk-map value: the chunk starts a huge block, described by the
+/// descriptor in the page before it (see [`create_huge`](super::create_huge)).
+const CHUNK_HUGE: u8 = 2;
 
 /// The chunk map's byte for the chunk at `addr` (in [`NO_LEAF`] where
 /// nothing was ever ours); `None` past the address space.
@@ -139,11 +139,19 @@ pub(super) fn mark_chunk(addr: usize, on: bool) -> bool {
     set_chunk(addr, if on { CHUNK_SECTION } else { 0 })
 }
 
-/// Marks the chunk at `block` as the start of a giant block, or clears
-/// it; false as [`mark_chunk`].
+/// Marks the chunk at `block` as the start of a huge block, or clears
+/// it; false as [`mark_chunk`] (never once [`make_leaf`] said yes for
+/// `block`).
 #[must_use]
-pub(super) fn mark_giant(block: usize, on: bool) -> bool {
-    set_chunk(block, if on { CHUNK_GIANT } else { 0 })
+pub(super) fn mark_huge(block: usize, on: bool) -> bool {
+    set_chunk(block, if on { CHUNK_HUGE } else { 0 })
+}
+
+/// Makes the chunk map's leaf for `addr` if it has none, so that marking
+/// the chunk later cannot fail. False if its memory is refused.
+#[must_use]
+pub(super) fn make_leaf(addr: usize) -> bool {
+    chunk_or_make(addr).is_some()
 }
 
 fn set_chunk(addr: usize, v: u8) -> bool {
@@ -166,8 +174,8 @@ fn set_chunk(addr: usize, v: u8) -> bool {
 
 /// Whether `addr` lies in one of our sections (the kernel's pfn_valid),
 /// so that [`desc_of`] describes it. Lock-free: two loads, the leaf's
-/// pointer and its byte. (The start of a giant block is ours too, but
-/// found through [`giant_desc`].)
+/// pointer and its byte. (The start of a huge block is ours too, but
+/// found through [`huge_desc`].)
 #[inline(always)]
 pub fn is_ours(addr: usize) -> bool {
     // One shift and one bounds check cover addresses past ADDRESS_BITS.
@@ -281,14 +289,16 @@ const fn order_shift(order: u32) -> u32 {
 
 const _: () = assert!(SECTION_META_BYTES.is_multiple_of(MAX_ORDER_BYTES));
 
-/// The descriptor of the giant block starting at `addr`, if a giant block
-/// starts there (see [`create_giant`](super::create_giant)).
+/// The descriptor of the huge block starting at `addr`, if a huge block
+/// starts there (see [`create_huge`](super::create_huge)): a block starts
+/// on a chunk boundary, and the chunk map's byte for that chunk says so.
+/// Lock-free, as [`lookup`]: two loads.
 #[inline]
-pub fn giant_desc(addr: usize) -> Option<*mut Page> {
+pub fn huge_desc(addr: usize) -> Option<*mut Page> {
     if !addr.is_multiple_of(MAX_ORDER_BYTES) {
         return None;
     }
-    (chunk_value(addr) == CHUNK_GIANT).then(|| (addr - PAGE_DESC_SIZE) as *mut Page)
+    (chunk_value(addr) == CHUNK_HUGE).then(|| (addr - PAGE_DESC_SIZE) as *mut Page)
 }
 
 /// The base of the section slot containing `addr`.

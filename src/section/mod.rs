@@ -36,6 +36,11 @@
 //! read a descriptor that no longer exists — the race of seed 003 — so
 //! descriptors stay readable for the life of the process, even for blocks
 //! that went offline.
+//!
+//! Huge blocks (> 4 MiB, outside the zone) are no section's: each is one
+//! mapping of its own, its length and one page before it for its header
+//! and descriptor, found through the chunk map's byte for its first chunk
+//! (`huge.rs`).
 
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -47,6 +52,7 @@ use crate::geometry::{
 use crate::page::{MigrateType, Page};
 use crate::sys;
 
+mod huge;
 mod list;
 mod map;
 mod place;
@@ -54,7 +60,11 @@ mod place;
 use list::{claim_slot, list};
 use place::{place, reserve_whole};
 
-pub use map::{desc_of, giant_desc, is_ours, lookup, lookup_block, section_base};
+pub use huge::{
+    create_huge, destroy_huge, huge_block_addr, huge_notes, move_huge, resize_huge,
+    HUGE_NOTES_BYTES,
+};
+pub use map::{desc_of, huge_desc, is_ours, lookup, lookup_block, section_base};
 
 const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"
 /// Pageblocks per section.
@@ -88,8 +98,6 @@ pub struct SectionHeader {
     /// Blocks whose descriptors are mapped (bit 0: the header's). Only
     /// grows: descriptors stay readable for good. Zone lock.
     pub described: u64,
-    /// Huge sections: bytes mapped for the block (see [`create_huge`]).
-    pub huge_len: usize,
     /// The migratetype of each pageblock (the kernel's pageblock_flags).
     /// Written under the zone lock; read racily by the pcp free path, as the
     /// kernel's get_pfnblock_migratetype does.
@@ -98,6 +106,10 @@ pub struct SectionHeader {
     /// asked for now (see `zone/thp.rs`), bit per pageblock of the
     /// section. Zone lock.
     pub collapse_pending: [u64; COLLAPSE_WORDS],
+    /// Pageblocks whose huge-page advice was taken back when part of them
+    /// went back to the OS (see `zone/thp.rs`), bit per pageblock of the
+    /// section. Zone lock.
+    pub unadvised: [u64; COLLAPSE_WORDS],
     /// One bit per page: the page is charged to the budget — handed out
     /// since it was last given back to the OS, so it may be resident (see
     /// `zone/budget.rs`). Zone sections only, under the zone lock.
@@ -109,66 +121,6 @@ pub struct SectionHeader {
 const _: () = assert!(
     core::mem::size_of::<SectionHeader>() <= (SECTION_META_BYTES >> PAGE_SHIFT) * PAGE_DESC_SIZE
 );
-
-/// The header of a giant block: the start of the page before it.
-#[repr(C)]
-struct GiantHeader {
-    magic: u64,
-    /// The reservation holding the header page and the block.
-    base: usize,
-    /// Bytes of the reservation.
-    total: usize,
-}
-
-/// Creates a giant block: `len` bytes (a multiple of the page size)
-/// aligned to `align` (a power of two ≥ a section, which no section can
-/// hold: every such address is itself a section's start). The block gets a
-/// reservation of its own; its descriptor sits at the end of the page
-/// just before it, and its chunk is marked so [`giant_desc`] finds it.
-/// Returns the descriptor (kind `None`, ours to set), or `None` if the OS
-/// refuses.
-pub fn create_giant(len: usize, align: usize) -> Option<*mut Page> {
-    debug_assert!(align.is_power_of_two() && align >= SECTION_SIZE);
-    let total = align.checked_add(len)?;
-    let base = sys::reserve(total, align)? as usize;
-    let block = base + align;
-    let header = block - crate::geometry::PAGE_SIZE;
-    if !(sys::commit(header as *mut u8, crate::geometry::PAGE_SIZE)
-        && sys::commit(block as *mut u8, len))
-    {
-        sys::unmap(base as *mut u8, total);
-        return None;
-    }
-    let g = header as *mut GiantHeader;
-    // SAFETY: the header page was just committed and is ours alone.
-    unsafe {
-        g.write(GiantHeader {
-            magic: SECTION_MAGIC,
-            base,
-            total,
-        })
-    };
-    if !map::mark_giant(block, true) {
-        sys::unmap(base as *mut u8, total);
-        return None;
-    }
-    Some((block - PAGE_DESC_SIZE) as *mut Page)
-}
-
-/// Unmaps a giant block.
-///
-/// # Safety
-/// `head` is the descriptor of a giant block of ours that nobody will use
-/// again.
-pub unsafe fn destroy_giant(head: *mut Page) {
-    let block = head as usize + PAGE_DESC_SIZE;
-    let g = (block - crate::geometry::PAGE_SIZE) as *const GiantHeader;
-    // SAFETY: a live giant block's header (contract).
-    let (magic, base, total) = unsafe { ((*g).magic, (*g).base, (*g).total) };
-    debug_assert_eq!(magic, SECTION_MAGIC);
-    let _ = map::mark_giant(block, false);
-    sys::unmap(base as *mut u8, total);
-}
 
 /// Makes `h`, the process heap's first section, the one [`lookup`](map::lookup)
 /// answers for with a subtraction and a compare: over its first blocks,
@@ -270,120 +222,13 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
         ptr::addr_of_mut!((*h).held).write(if whole { BLOCK_BITS } else { 0 });
         ptr::addr_of_mut!((*h).described).write(if whole { BLOCK_BITS | 1 } else { 1 });
         ptr::addr_of_mut!((*h).collapse_pending).write([0; COLLAPSE_WORDS]);
+        ptr::addr_of_mut!((*h).unadvised).write([0; COLLAPSE_WORDS]);
     }
     list.zone[slot].store(zone, Ordering::Relaxed);
     list.base[slot].store(base as usize, Ordering::Release);
     // The metadata block itself is not marked: nothing handed out lives
     // there, so a pointer into it is foreign.
     Some(h)
-}
-
-/// The zone tag of huge sections (a zone's tag is its address, never 1).
-pub const HUGE_TAG: usize = 1;
-
-/// Creates a huge section: one block of `len` bytes (a multiple of the page
-/// size) at `offset` bytes from the section's start (a multiple of
-/// MAX_ORDER_BYTES, at least the descriptor area and below SECTION_SIZE,
-/// so the block is aligned to `offset`'s lowest bit), in its own
-/// section-aligned reservation, and returns the block's head descriptor
-/// (kind `None`, ours to set). Only the block's first MAX_ORDER chunk is
-/// marked ours, and only its descriptors are made readable: a pointer
-/// further in is not the start of a block and reads as foreign. `None` if
-/// the OS refuses.
-pub fn create_huge(len: usize, offset: usize) -> Option<*mut Page> {
-    debug_assert!(len.is_multiple_of(crate::geometry::PAGE_SIZE) && len > 0);
-    debug_assert!(offset.is_multiple_of(MAX_ORDER_BYTES));
-    debug_assert!((SECTION_META_BYTES..SECTION_SIZE).contains(&offset));
-    let total = offset.checked_add(len)?;
-    let (base, reserved) = match sys::reserve(total, SECTION_SIZE) {
-        Some(b) => (b, true),
-        None => (map_aligned_by_hand(total)?, false),
-    };
-    let descs = (base as usize + (offset >> PAGE_SHIFT) * PAGE_DESC_SIZE) as *mut u8;
-    if reserved
-        && !(sys::commit(base, crate::geometry::PAGE_SIZE)
-            && sys::commit(descs, MAX_ORDER_PAGES * PAGE_DESC_SIZE)
-            && sys::commit((base as usize + offset) as *mut u8, len))
-    {
-        sys::unmap(base, total);
-        return None;
-    }
-    let h = base as *mut SectionHeader;
-    // SAFETY: the header page was just mapped and is ours alone until the
-    // block's chunk is published below.
-    unsafe {
-        ptr::addr_of_mut!((*h).magic).write(SECTION_MAGIC);
-        ptr::addr_of_mut!((*h).slot).write(usize::MAX);
-        (*h).zone.store(HUGE_TAG, Ordering::Relaxed);
-        ptr::addr_of_mut!((*h).online).write(AtomicU64::new(0));
-        ptr::addr_of_mut!((*h).dead).write(0);
-        ptr::addr_of_mut!((*h).whole).write(reserved);
-        ptr::addr_of_mut!((*h).held).write(0);
-        ptr::addr_of_mut!((*h).described).write(0);
-        ptr::addr_of_mut!((*h).huge_len).write(len);
-    }
-    let block = base as usize + offset;
-    if !map::mark_chunk(block, true) {
-        sys::unmap(base, total);
-        return None;
-    }
-    Some(desc_of(block))
-}
-
-/// Resizes the huge block headed by `head` to `new_len` bytes in place
-/// (never moving it). False if the address space after it is taken.
-///
-/// # Safety
-/// `head` heads a huge block of ours that the caller owns.
-pub unsafe fn resize_huge(head: *mut Page, new_len: usize) -> bool {
-    let block = page_addr(head);
-    let h = header_of(block);
-    // SAFETY: a live huge section's header (contract).
-    let old = unsafe { (*h).huge_len };
-    if new_len == old {
-        return true;
-    }
-    if !sys::resize_in_place(block as *mut u8, old, new_len) {
-        return false;
-    }
-    // SAFETY: as above; the caller owns the section.
-    unsafe { (*h).huge_len = new_len };
-    true
-}
-
-/// Unmaps a huge section.
-///
-/// # Safety
-/// `head` heads a huge block of ours that nobody will use again.
-pub unsafe fn destroy_huge(head: *mut Page) {
-    let block = page_addr(head);
-    let base = section_base(block);
-    // SAFETY: a live huge section's header (contract).
-    let len = unsafe { (*header_of(block)).huge_len };
-    let _ = map::mark_chunk(block, false);
-    sys::unmap(base as *mut u8, block - base + len);
-}
-
-/// When the OS will not reserve a section-aligned range (`ulimit -v`):
-/// maps `len` read-write bytes at a section-aligned address picked by hand,
-/// below where the OS places mappings.
-fn map_aligned_by_hand(len: usize) -> Option<*mut u8> {
-    let probe = sys::map(crate::geometry::PAGE_SIZE)?;
-    sys::unmap(probe, crate::geometry::PAGE_SIZE);
-    let top = (probe as usize) & !(SECTION_SIZE - 1);
-    let span = len.div_ceil(SECTION_SIZE);
-    for k in 1..64 {
-        let Some(cand) = top.checked_sub((k + span - 1) * SECTION_SIZE) else {
-            break;
-        };
-        if cand == 0 {
-            break;
-        }
-        if sys::map_fixed(cand as *mut u8, len) {
-            return Some(cand as *mut u8);
-        }
-    }
-    None
 }
 
 /// The lowest block of section `h` that could go online (not online, not

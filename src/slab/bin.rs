@@ -42,15 +42,29 @@
 //! it (the bytes on bins are not allocated): the owner writes it with a
 //! plain load and store, which compile as a non-atomic `add` would.
 //!
-//! Invariant: `limit - room` is the length, the length field holds it too,
-//! and the list holds exactly that many objects, with `room` in
-//! `-ROOM_BIAS ..= limit` (so the biased fields neither borrow from nor
-//! carry into each other). `room` may be negative after a refill (a slab's
-//! worth can exceed the limit); frees push only while it is positive. The
-//! empty heap's bins have `limit == 0`, `room == 0` and length 0, so its
-//! frees never write to them and its pops never read them.
+//! The length field is, strictly, the pops the bin allows before the slow
+//! path runs: its *credit*. A push adds one to it through the carry out of
+//! the room field, which the push's delta asks for — unless the heap
+//! profile samples (`crate::heap_profile`): then the delta is read as
+//! [`PUSH_KEEPS_CREDIT`] (the same add, of a value in memory instead of an
+//! immediate), which moves the room and the push count but not the credit,
+//! so a bin hands out exactly the objects its last refill or
+//! [`set_credit`](Bins::set_credit) allowed, however many were freed onto
+//! it meanwhile, and the slow path sees the allocation a sample falls on.
+//!
+//! Invariant: `limit - room` is the length, and the list holds exactly
+//! that many objects, with `room` in `-ROOM_BIAS ..= limit` (so the biased
+//! fields neither borrow from nor carry into each other); the credit is at
+//! most the length, and equal to it while pushes carry (the heap profile
+//! off) once the next refill or [`recredit`](Bins::recredit) ran. `room`
+//! may be negative after a refill (a slab's worth can exceed the limit);
+//! frees push only while it is positive. The empty heap's bins have
+//! `limit == 0`, `room == 0` and length 0, so its frees never write to
+//! them and its pops never read them.
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crossbeam_utils::CachePadded;
 
 use super::classes::{BIN_SHIFT, CAPACITY, CLASS_SIZE, MAX_CAPACITY, NR_CLASSES};
 use super::object::FreeObject;
@@ -125,7 +139,27 @@ const COUNT_FIELD_OFFSET: usize = if cfg!(target_endian = "little") { 1 } else {
 /// A push, in one add: one unit of room less (adding 2^16 - 1 to a
 /// positive room field carries a one out of it), which carries into the
 /// length field as one object more, and one push more.
-const PUSH_DELTA: u64 = (1 << PUSHES_SHIFT) + FIELD_MASK;
+pub const PUSH_CREDITS: u64 = (1 << PUSHES_SHIFT) + FIELD_MASK;
+/// A push that gives no credit (the heap profile on): one unit of room
+/// less and one push more (subtracting one from a positive room field
+/// borrows nothing), the length field as it was.
+pub const PUSH_KEEPS_CREDIT: u64 = (1 << PUSHES_SHIFT) - 1;
+
+/// The delta every push adds to its bin's `state` word:
+/// [`PUSH_CREDITS`], or [`PUSH_KEEPS_CREDIT`] while the heap profile
+/// samples. Loaded by the free fast path in place of an immediate (the
+/// same two instructions: a load and the add); alone on its cache line,
+/// which only a change of the setting writes.
+static PUSH_DELTA: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(PUSH_CREDITS));
+
+/// Whether pushes give pop credit ([`PUSH_CREDITS`]) or not
+/// ([`PUSH_KEEPS_CREDIT`]), for every bin from the next push on. A bin
+/// whose credit runs out with objects on it takes the slow path, which
+/// gives it credit again ([`Bins::recredit`]), so either switch is safe
+/// at any time.
+pub fn set_pushes_credit(on: bool) {
+    PUSH_DELTA.store(if on { PUSH_CREDITS } else { PUSH_KEEPS_CREDIT }, Relaxed);
+}
 /// A pop, in one add: one unit of room more and one object less (the
 /// length field is at least one, so it lends nothing from the pushes).
 const POP_DELTA: u64 = 1u64.wrapping_sub(1 << COUNT_SHIFT);
@@ -176,19 +210,26 @@ fn room_of(s: u64) -> i32 {
     (s & FIELD_MASK) as i32 - ROOM_BIAS as i32
 }
 
-/// The length in `state` word `s`.
+/// The credit (pops allowed) in `state` word `s`.
 #[inline(always)]
-fn count_in(s: u64) -> u32 {
+fn credit_in(s: u64) -> u32 {
     ((s >> COUNT_SHIFT) & FIELD_MASK) as u32 - COUNT_BIAS as u32
 }
 
-/// The `state` word of a bin of `limit` holding `n` objects, after
-/// `pushes` pushes.
+/// The length of a bin of `limit` whose `state` word is `s`.
 #[inline(always)]
-fn state_of(limit: u32, n: u32, pushes: u64) -> u64 {
+fn length_in(s: u64, limit: u32) -> u32 {
+    (limit as i32 - room_of(s)) as u32
+}
+
+/// The `state` word of a bin of `limit` holding `n` objects, of which
+/// `credit` may be popped, after `pushes` pushes.
+#[inline(always)]
+fn state_of(limit: u32, n: u32, credit: u32, pushes: u64) -> u64 {
+    debug_assert!(credit <= n);
     let room = (i64::from(limit) - i64::from(n)) as u64;
     (pushes << PUSHES_SHIFT)
-        | ((u64::from(n) + COUNT_BIAS) << COUNT_SHIFT)
+        | ((u64::from(credit) + COUNT_BIAS) << COUNT_SHIFT)
         | (room.wrapping_add(ROOM_BIAS) & FIELD_MASK)
 }
 
@@ -251,12 +292,85 @@ impl Bins {
     #[inline(always)]
     pub fn count(&self, class: usize) -> u32 {
         let s = self.bins[class].state.load(Relaxed);
-        debug_assert_eq!(
-            count_in(s) as i32,
-            self.limit[class] as i32 - room_of(s),
-            "a bin's length and room disagree"
+        let n = length_in(s, self.limit[class]);
+        debug_assert!(credit_in(s) <= n, "a bin's credit exceeds its length");
+        n
+    }
+
+    /// The objects of the bin of `class` that may be popped before the
+    /// slow path runs (at most [`count`](Self::count)).
+    #[inline]
+    pub fn credit(&self, class: usize) -> u32 {
+        credit_in(self.bins[class].state.load(Relaxed))
+    }
+
+    /// Lets `credit` objects of the bin of `class` be popped before the
+    /// slow path runs (capped at its length).
+    pub fn set_credit(&mut self, class: usize, credit: u32) {
+        let r = &self.bins[class].state;
+        let s = r.load(Relaxed);
+        let limit = self.limit[class];
+        let n = length_in(s, limit);
+        r.store(
+            state_of(limit, n, credit.min(n), s >> PUSHES_SHIFT),
+            Relaxed,
         );
-        count_in(s)
+    }
+
+    /// Gives the bin of `class`, out of credit, credit for its objects up
+    /// to `*allow` (which it takes them from) and pops one; null for an
+    /// empty bin or no allowance (nothing changed then).
+    ///
+    /// # Safety
+    /// `class < NR_CLASSES` (unchecked: the slow path's index, a class's).
+    #[inline(always)]
+    pub unsafe fn recredit_and_pop(&mut self, class: usize, allow: &mut u32) -> *mut u8 {
+        debug_assert!(class < NR_CLASSES);
+        // SAFETY: class is in range (contract).
+        let (b, limit) = unsafe {
+            (
+                self.bin_at_mut(class << BIN_SHIFT),
+                *self.limit.get_unchecked(class),
+            )
+        };
+        // SAFETY: b is this heap's bin of `class`; the owner alone writes
+        // its word.
+        let s = unsafe { (*b).state.load(Relaxed) };
+        let n = length_in(s, limit);
+        let g = n.min(*allow);
+        if g == 0 {
+            return core::ptr::null_mut();
+        }
+        debug_assert_eq!(credit_in(s), 0);
+        *allow -= g;
+        // SAFETY: the list holds n ≥ g ≥ 1 free objects of ours
+        // (invariant): the head is one. The credit goes from 0 to g, and
+        // the pop's own change (one object less) is folded in.
+        unsafe {
+            let p = (*b).head;
+            let obj = FreeObject::at(p);
+            (*b).head = obj.next();
+            obj.unmark();
+            (*b).state.store(
+                s.wrapping_add(u64::from(g) << COUNT_SHIFT)
+                    .wrapping_add(POP_DELTA),
+                Relaxed,
+            );
+            p
+        }
+    }
+
+    /// The bin of `class` ran out of credit: if objects are on it still
+    /// (pushed while pushes gave no credit), every one of them may be
+    /// popped again, and true is returned; false for an empty bin.
+    #[inline]
+    pub fn recredit(&mut self, class: usize) -> bool {
+        let n = self.count(class);
+        if n == 0 || self.credit(class) != 0 {
+            return false;
+        }
+        self.set_credit(class, n);
+        true
     }
 
     /// The count of bin `class` of `b`, read from any thread (a stats
@@ -270,7 +384,8 @@ impl Bins {
         // field that never changes (contract).
         unsafe {
             let bin = core::ptr::addr_of!((*b).bins[class]);
-            count_in((*core::ptr::addr_of!((*bin).state)).load(Relaxed))
+            let limit = *core::ptr::addr_of!((*b).limit[class]);
+            length_in((*core::ptr::addr_of!((*bin).state)).load(Relaxed), limit)
         }
     }
 
@@ -289,14 +404,20 @@ impl Bins {
     }
 
     /// Takes `n` objects off the length of `class` (the caller took them
-    /// off the list; the pushes unchanged, the fields within their
-    /// bounds, see the module's invariant).
+    /// off the list; the pushes unchanged, the credit at most the length
+    /// left, the fields within their bounds, see the module's invariant).
     #[inline(always)]
     fn remove(&self, class: usize, n: u32) {
         let r = &self.bins[class].state;
-        debug_assert!(n <= count_in(r.load(Relaxed)));
-        bump(r, u64::from(n).wrapping_sub(u64::from(n) << COUNT_SHIFT));
-        debug_assert!(room_of(r.load(Relaxed)) <= self.limit[class] as i32);
+        let s = r.load(Relaxed);
+        let limit = self.limit[class];
+        let len = length_in(s, limit);
+        debug_assert!(n <= len);
+        let left = len - n;
+        r.store(
+            state_of(limit, left, credit_in(s).min(left), s >> PUSHES_SHIFT),
+            Relaxed,
+        );
     }
 
     /// The pushes on the bin of `class` since the last call, which resets
@@ -341,8 +462,9 @@ impl Bins {
     /// `offset` is a class's bin offset; as `pop`.
     #[inline(always)]
     pub unsafe fn pop_at(&mut self, offset: usize) -> *mut u8 {
-        // SAFETY: the offset is a bin's (contract); a length of one or
-        // more means the head is a free object of the list (invariant).
+        // SAFETY: the offset is a bin's (contract); a credit of one or
+        // more means the head is a free object of the list (the credit is
+        // at most the length: invariant).
         unsafe {
             let b = self.bin_at_mut(offset);
             if Bin::field(b, COUNT_FIELD_OFFSET) & FIELD_TOP == 0 {
@@ -373,7 +495,7 @@ impl Bins {
             obj.set_next((*b).head);
             obj.mark(key);
             (*b).head = p;
-            bump(&(*b).state, PUSH_DELTA);
+            bump(&(*b).state, PUSH_DELTA.load(Relaxed));
         }
     }
 
@@ -394,7 +516,7 @@ impl Bins {
         self.bins[class].head = head;
         let r = &self.bins[class].state;
         r.store(
-            state_of(self.limit[class], n, r.load(Relaxed) >> PUSHES_SHIFT),
+            state_of(self.limit[class], n, n, r.load(Relaxed) >> PUSHES_SHIFT),
             Relaxed,
         );
     }

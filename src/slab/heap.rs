@@ -60,6 +60,7 @@ use core::cell::UnsafeCell;
 use core::ptr::{self, addr_of};
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
+use crate::heap_profile::Sampler;
 use crate::page::PageList;
 use crate::page_alloc::pcp::Pageset;
 use crate::sync::{bump, BiasedLock, Entry};
@@ -117,6 +118,8 @@ pub struct Local {
     /// Per class, how its slabs come back: the lifetime signal that picks
     /// a new slab's migratetype (`lifetime.rs`).
     pub(super) lifetimes: Lifetimes,
+    /// The heap profile's countdowns for this thread (`crate::heap_profile`).
+    pub profile: Sampler<NR_CLASSES>,
 }
 
 /// A heap's slabs in use: what its owner's slow paths change, and
@@ -234,6 +237,7 @@ impl Heap {
                 reclaim_seen: 0,
                 remote: RemoteBatch::new(),
                 lifetimes: Lifetimes::new(),
+                profile: Sampler::new(),
             }),
             lists: UnsafeCell::new(Lists {
                 current: [addr_of!(EMPTY_SLAB) as *mut Slab; NR_CLASSES],

@@ -52,6 +52,12 @@ impl Owned<'_> {
     /// The allocation slow path: the bin of `class` is empty. Refills it
     /// and pops. Null when out of memory.
     pub fn alloc_slow(&mut self, class: usize, pages: &Pages<'_>) -> *mut u8 {
+        // Out of pop credit with objects on the bin still (pushed while
+        // the heap profile sampled: see `bin.rs`): they go first.
+        if self.local.bins.recredit(class) {
+            // SAFETY: the bin holds objects of ours, and credit for them.
+            return unsafe { self.local.bins.pop(class) };
+        }
         self.flush_remote();
         let heap = self.heap;
         // SAFETY: this handle is the heap's owner, and takes no guard

@@ -516,6 +516,18 @@ impl<T> Locked<T> {
         self.lock.lock();
         Guard { owner: self }
     }
+
+    /// Takes the lock if it is free right now.
+    #[inline]
+    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
+        // A guard exists only once the lock is taken: dropping one
+        // unlocks (so not `then_some`, which would make and drop it).
+        if self.lock.try_lock() {
+            Some(Guard { owner: self })
+        } else {
+            None
+        }
+    }
 }
 
 /// Proof that the lock of a [`Locked`] is held.
@@ -674,6 +686,12 @@ impl ForkGate {
             return None;
         }
         Some(ForkGateGuard { gate: self })
+    }
+
+    /// Whether no thread is inside (racy: a hint).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.word.load(Ordering::Relaxed) == 0
     }
 
     /// Before fork: closes the gate and waits for the threads inside.

@@ -99,34 +99,47 @@ pub fn reserve(len: usize, align: usize) -> Option<*mut u8> {
     Some(aligned as *mut u8)
 }
 
-/// Maps `len` fresh read-write bytes exactly at `p`, failing (rather than
-/// replacing anything) if any of the range is already mapped. Reads as zero.
-pub fn map_fixed(p: *mut u8, len: usize) -> bool {
+/// Reserves `lead + len` bytes of address space, inaccessible as
+/// [`reserve`]'s, placed so that the address `lead` bytes in is aligned to
+/// `align` (a power of two ≥ page size); returns the start. `None` if the
+/// OS refuses: it needs `align` bytes more for a moment, trimmed at once.
+pub fn reserve_offset(lead: usize, len: usize, align: usize) -> Option<*mut u8> {
     if injected_failure() {
-        return false;
+        return None;
     }
     let _e = KeepErrno::new();
-    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on a
-    // kernel that ignores the flag the hint may be moved, which we check.
-    let r = unsafe {
+    let keep = lead.checked_add(len)?;
+    let span = keep.checked_add(align)?;
+    // SAFETY: an anonymous PROT_NONE mapping at an address of the kernel's
+    // choosing touches no existing memory.
+    let p = unsafe {
         libc::mmap(
-            p.cast(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            ptr::null_mut(),
+            span,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
         )
     };
-    if r == libc::MAP_FAILED {
-        return false;
+    if p == libc::MAP_FAILED {
+        return None;
     }
-    if r.cast::<u8>() != p {
-        // SAFETY: r is the mapping just made, not the range we asked for.
-        unsafe { libc::munmap(r, len) };
-        return false;
+    let first = p as usize;
+    let start = ((first + lead).next_multiple_of(align)) - lead;
+    let head = start - first;
+    let tail = span - head - keep;
+    // SAFETY: both trimmed ranges lie inside the mapping just made and are
+    // not part of the range we keep.
+    unsafe {
+        if head > 0 {
+            libc::munmap(p, head);
+        }
+        if tail > 0 {
+            libc::munmap((start + keep) as *mut libc::c_void, tail);
+        }
     }
-    true
+    Some(start as *mut u8)
 }
 
 /// Makes `[p, p+len)` of a reservation readable and writable. The memory
@@ -239,21 +252,22 @@ pub fn resize_in_place(p: *mut u8, old: usize, new: usize) -> bool {
     q != libc::MAP_FAILED
 }
 
-/// Moves the pages of `[from, from+len)` to `to`, replacing whatever was
-/// mapped at `[to, to+len)` (mremap with MREMAP_FIXED): no copy, the page
-/// tables move. False on failure (nothing moved).
-pub fn move_pages(from: *mut u8, len: usize, to: *mut u8) -> bool {
+/// Moves the mapping `[from, from+old_len)` to `to`, resized to `new_len`
+/// bytes, replacing whatever was mapped at `[to, to+new_len)` (mremap with
+/// MREMAP_FIXED): no copy, the page tables move, and the pages past
+/// `old_len` are fresh and read as zero. False on failure (nothing moved).
+pub fn move_mapping(from: *mut u8, old_len: usize, to: *mut u8, new_len: usize) -> bool {
     if injected_failure() {
         return false;
     }
     let _e = KeepErrno::new();
-    // SAFETY: both ranges are whole mappings of ours (contract): the
-    // source is a live block the caller moves, the target fresh memory.
+    // SAFETY: the source is a whole mapping of ours that the caller moves,
+    // the target a reservation of ours (contract).
     let q = unsafe {
         libc::mremap(
             from.cast(),
-            len,
-            len,
+            old_len,
+            new_len,
             libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
             to.cast::<libc::c_void>(),
         )

@@ -1,6 +1,6 @@
 //! What the machine is, read without allocating: its CPUs (sysfs lists,
-//! affinity), the last-level cache slice, memory limits (cgroup v2 and v1,
-//! MemTotal), the program's name and the process's huge pages (smaps),
+//! affinity), the last-level cache slice, MemTotal (the memory cgroup is
+//! `memcg.rs`'s), the program's name and the process's huge pages (smaps),
 //! through files streamed a line at a time through a small stack buffer
 //! (the first allocation may run on a 16 KiB thread stack or a signal
 //! handler's 8 KiB alternate stack). Part of the Linux backend
@@ -125,7 +125,10 @@ pub fn scan_lines<T>(path: &core::ffi::CStr, mut f: impl FnMut(&[u8]) -> Option<
 }
 
 /// `f` of the first line of the file at `path` (a sysfs or cgroup value).
-fn first_line<T>(path: &core::ffi::CStr, mut f: impl FnMut(&[u8]) -> Option<T>) -> Option<T> {
+pub(super) fn first_line<T>(
+    path: &core::ffi::CStr,
+    mut f: impl FnMut(&[u8]) -> Option<T>,
+) -> Option<T> {
     let mut first = true;
     scan_lines(path, |l| {
         if !core::mem::take(&mut first) {
@@ -196,13 +199,6 @@ pub fn llc_slice_bytes(cpu: usize) -> Option<u64> {
     best.map(|(_, size, sharers)| size / sharers as u64)
 }
 
-/// The memory limit of this process's cgroup, if it has one: cgroup v2
-/// `memory.max` (its own cgroup or the nearest ancestor that sets one),
-/// else cgroup v1 `memory.limit_in_bytes` (a value near 2^63 means none).
-pub fn cgroup_limit_bytes() -> Option<u64> {
-    cgroup_v2_max().or_else(cgroup_v1_limit)
-}
-
 /// Calls `f` with the program's name: the path it was executed by (the
 /// kernel's `AT_EXECFN`, on the initial stack: no copy), else its name
 /// from /proc/self/comm, else nothing.
@@ -228,87 +224,6 @@ pub fn program_name<R>(f: impl FnOnce(&[u8]) -> R) -> R {
 /// Total RAM, from /proc/meminfo.
 pub fn mem_total_bytes() -> Option<u64> {
     mem_total()
-}
-
-/// Appends to `path` the cgroup path (as `/proc/self/cgroup` names it,
-/// `/` as nothing) of the first line `pick` takes the path from. False if
-/// there is none, or it does not fit. The line's buffer is gone when the
-/// caller reads the cgroup's files: one buffer at a time on the stack.
-fn cgroup_path<const N: usize>(
-    path: &mut FixedBuf<N>,
-    pick: impl Fn(&[u8]) -> Option<&[u8]>,
-) -> bool {
-    let found = scan_lines(c"/proc/self/cgroup", |l| {
-        let rel = pick(l)?.trim_ascii();
-        if rel != b"/" {
-            path.push_bytes(rel);
-        }
-        Some(())
-    });
-    found.is_some() && !path.truncated
-}
-
-/// The first line of the file `leaf` of the cgroup directory `path` as a
-/// number; `path` is left as it was.
-fn cgroup_value<const N: usize>(path: &mut FixedBuf<N>, leaf: &[u8]) -> Option<u64> {
-    let dir = path.len();
-    path.push_bytes(leaf);
-    let v = if path.truncated {
-        None
-    } else {
-        path.as_cstr().and_then(|p| first_line(p, parse_u64))
-    };
-    path.truncate(dir);
-    v
-}
-
-fn cgroup_v2_max() -> Option<u64> {
-    // "0::/some/path" on a cgroup v2 system; walk up to the root, since a
-    // limit set on a parent binds its children too.
-    let mut path = FixedBuf::<512>::new();
-    path.push_bytes(b"/sys/fs/cgroup");
-    let root = path.len();
-    if !cgroup_path(&mut path, |l| l.strip_prefix(b"0::")) {
-        return None;
-    }
-    let mut best: Option<u64> = None;
-    loop {
-        // "max" means no limit at this level.
-        if let Some(v) = cgroup_value(&mut path, b"/memory.max") {
-            best = Some(best.map_or(v, |b| b.min(v)));
-        }
-        if path.len() == root {
-            return best;
-        }
-        let up = path.as_bytes()[root..]
-            .iter()
-            .rposition(|&c| c == b'/')
-            .map_or(root, |i| root + i);
-        path.truncate(up);
-    }
-}
-
-/// The cgroup path of a `/proc/self/cgroup` line of cgroup v1's memory
-/// controller, "N:memory:/path" (the controller list may name several).
-fn memory_cgroup(l: &[u8]) -> Option<&[u8]> {
-    let mut parts = l.splitn(3, |&c| c == b':');
-    let _id = parts.next()?;
-    let ctrls = parts.next()?;
-    let rel = parts.next()?;
-    ctrls
-        .split(|&c| c == b',')
-        .any(|c| c == b"memory")
-        .then_some(rel)
-}
-
-fn cgroup_v1_limit() -> Option<u64> {
-    let mut path = FixedBuf::<512>::new();
-    path.push_bytes(b"/sys/fs/cgroup/memory");
-    if !cgroup_path(&mut path, memory_cgroup) {
-        return None;
-    }
-    // "No limit" reads as PAGE_COUNTER_MAX pages, about 2^63 bytes.
-    cgroup_value(&mut path, b"/memory.limit_in_bytes").filter(|&v| v < 1 << 62)
 }
 
 fn mem_total() -> Option<u64> {
@@ -413,9 +328,6 @@ mod tests {
         assert_eq!(page_size(), 4096);
         assert!(nr_cpus_possible() >= nr_cpus_online());
         assert!(mem_total_bytes().unwrap() > 1 << 20);
-        if let Some(l) = cgroup_limit_bytes() {
-            assert!(l > 0);
-        }
         // The cache slice may be missing in odd containers; when present it
         // must be a sane size.
         if let Some(s) = llc_slice_bytes(0) {

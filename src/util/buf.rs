@@ -40,14 +40,6 @@ impl<const N: usize> FixedBuf<N> {
         self.truncated = false;
     }
 
-    /// Keeps the first `len` bytes (no-op if there are fewer).
-    pub fn truncate(&mut self, len: usize) {
-        if len < self.len {
-            self.len = len;
-            self.truncated = false;
-        }
-    }
-
     /// Appends raw bytes (truncating at capacity, keeping one byte for NUL).
     pub fn push_bytes(&mut self, s: &[u8]) {
         let room = N.saturating_sub(1).saturating_sub(self.len);

@@ -1,6 +1,6 @@
 /* fork() while threads give memory back to the OS: each thread allocates
- * a burst of 2-4 MiB blocks and frees it, so nearly every free passes the
- * dirty limit and gives whole pageblocks back (isolating them off the
+ * bursts of 1 MiB and 4 MiB blocks and frees them (see burst), so many
+ * frees pass the dirty limit and gives whole pageblocks back (isolating them off the
  * free lists while madvise runs without the zone lock), and the main
  * thread forks again and again. Each child, its only thread, must find
  * no block isolated (one would never be put back), and must itself give
@@ -16,23 +16,36 @@
 
 static volatile int stop;
 
-static void burst(unsigned *x, int n) {
-    void *v[64];
-    for (int i = 0; i < n; i++) {
-        *x = *x * 1103515245 + 12345;
-        size_t sz = ((size_t)2 << 20) + (*x >> 8) % ((size_t)2 << 20);
-        v[i] = malloc(sz);
-        CHECK(v[i]);
-        /* Resident, so there is something to give back. */
-        for (size_t o = 0; o < sz; o += 4096) ((char *)v[i])[o] = 1;
-    }
-    for (int i = 0; i < n; i++) free(v[i]);
+static void *touched(size_t sz, size_t align) {
+    char *p = align ? aligned_alloc(align, sz) : malloc(sz);
+    CHECK(p);
+    /* Resident, so there is something to give back. */
+    for (size_t o = 0; o < sz; o += 4096) p[o] = 1;
+    return p;
+}
+
+/* n blocks of 1 MiB and a page, aligned to 8 KiB (exact blocks of the
+ * zone, of no size class: freed straight to the zone, not kept on a
+ * pageset); every other one freed, leaving holes no 4 MiB block fits;
+ * n/2 blocks of 4 MiB, so the zone's resident memory grows past its peak
+ * use by the holes; those freed (whole free pageblocks), then the rest.
+ * The dirty limit is judged against the recent peak of the use (a burst
+ * freed whole is the peak's memory, which stays for the tick): the 4 MiB
+ * blocks' frees pass it once the holes are more than its 8 MiB floor,
+ * n > 16, and more than the ratio of the use (the test runs with
+ * PCPALLOC_DIRTY_RATIO=20). */
+static void burst(int n) {
+    void *v[64], *w[32];
+    for (int i = 0; i < n; i++) v[i] = touched(MiB + 4096, 8192);
+    for (int i = 1; i < n; i += 2) free(v[i]);
+    for (int i = 0; i < n / 2; i++) w[i] = touched(4 * MiB, 0);
+    for (int i = 0; i < n / 2; i++) free(w[i]);
+    for (int i = 0; i < n; i += 2) free(v[i]);
 }
 
 static void *worker(void *arg) {
-    unsigned x = (unsigned)(uintptr_t)arg;
     for (unsigned n = 0; !stop; n++) {
-        burst(&x, 8);
+        burst(24);
         /* The first thread trims too: the zone shrinks, taking whole
          * blocks offline with the lock dropped. */
         if (n % 2 == 0 && (uintptr_t)arg == 1) malloc_trim(0);
@@ -46,13 +59,14 @@ static int child(void) {
         fprintf(stderr, "child: %llu pages isolated at the fork\n", (unsigned long long)pcp_stat("nr_isolated_pages"));
         return 2;
     }
+    /* What the parent's threads left free goes back first, so the 4 MiB
+     * blocks make the resident memory grow. */
+    malloc_trim(0);
     uint64_t before = pcp_stat("balance_dirty");
-    /* More than the parent's threads can have had in use (3 x 8 x 4 MiB)
-     * at the fork: past the limit, whatever they left. */
-    unsigned x = 7;
-    burst(&x, 64);
+    burst(64);
     if (pcp_stat("balance_dirty") == before) {
-        fprintf(stderr, "child: freed 64 x 2-4 MiB, no release for the dirty limit\n");
+        fprintf(stderr, "child: freed 64 x 1 MiB and 32 x 4 MiB, no release for the dirty "
+                        "limit\n");
         return 3;
     }
     CHECK(pcp_stat("nr_isolated_pages") == 0);

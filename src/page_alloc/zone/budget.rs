@@ -17,6 +17,20 @@
 //! kernel's formulas work from: pageset batch and high bounds, the huge
 //! cache's share.
 //!
+//! The memory cgroup's limit (`sys/memcg.rs`) is neither: not a wall —
+//! memory charged is mapped, not all resident, and glibc would hand out
+//! what the cgroup may never see touched — but a line the caches must keep
+//! clear of, or the kernel kills the process for memory it only caches.
+//! The runtime gives the budget a *target* below that limit and, now and
+//! then, what the cgroup holds (`runtime/memcg.rs`); between two reads the
+//! cgroup is taken to hold that plus whatever more is charged since
+//! ([`Budget::cgroup_pressure`]: what was given back since is not counted
+//! off until the next read, so the figure errs high). The
+//! [`headroom`](Budget::headroom) left under the target bounds what the
+//! caches may hold — the zone's resident free pages (`dirty.rs`), the huge
+//! blocks' cache, the pagesets (through the zone's watermarks,
+//! [`Budget::room`]) — and the runtime gives back what they hold past it.
+//!
 //! Bytes are taken with [`Budget::charge`], which returns a [`Charge`]:
 //! dropped, it gives the bytes back, so a failure path undoes exactly what
 //! it took; [`Charge::keep`] hands them to the mapping that now holds them,
@@ -56,6 +70,12 @@ pub struct Budget {
     /// What was charged when the wall was last lowered below it (0 when
     /// it was not): see [`Budget::ceiling`].
     over: AtomicUsize,
+    /// The memory cgroup's target in bytes: its limit less a reserve
+    /// ([`NO_LIMIT`]: no cgroup limit).
+    cg_target: AtomicUsize,
+    /// What the cgroup held at the last read, in bytes, and `used` then.
+    cg_usage: AtomicUsize,
+    cg_used_then: AtomicUsize,
 }
 
 /// Bytes taken from a [`Budget`]; given back when dropped unless kept.
@@ -107,6 +127,9 @@ impl Budget {
             used: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             over: AtomicUsize::new(0),
+            cg_target: AtomicUsize::new(NO_LIMIT),
+            cg_usage: AtomicUsize::new(0),
+            cg_used_then: AtomicUsize::new(0),
         }
     }
 
@@ -205,6 +228,53 @@ impl Budget {
         }
     }
 
+    /// Sets the memory cgroup's target (its limit less a reserve;
+    /// [`NO_LIMIT`] for none).
+    pub fn set_cgroup_target(&self, target: usize) {
+        self.cg_target.store(target, Relaxed);
+    }
+
+    /// The memory cgroup's target ([`NO_LIMIT`] for none).
+    pub fn cgroup_target(&self) -> usize {
+        self.cg_target.load(Relaxed)
+    }
+
+    /// Notes what the memory cgroup holds now (read from the kernel), in
+    /// bytes, against what is charged now.
+    pub fn note_cgroup_usage(&self, usage: usize) {
+        self.cg_usage.store(usage, Relaxed);
+        self.cg_used_then.store(self.used(), Relaxed);
+    }
+
+    /// What the memory cgroup holds, as far as the budget can tell: what
+    /// it held at the last read, plus what was charged since (charges
+    /// given back since are not counted off: the figure errs high).
+    #[inline]
+    pub fn cgroup_pressure(&self) -> usize {
+        let grown = self.used().saturating_sub(self.cg_used_then.load(Relaxed));
+        self.cg_usage.load(Relaxed).saturating_add(grown)
+    }
+
+    /// Bytes left under the memory cgroup's target (`usize::MAX` without
+    /// a cgroup limit): what the caches may still take, and more.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        let target = self.cg_target.load(Relaxed);
+        if target == NO_LIMIT {
+            return usize::MAX;
+        }
+        target.saturating_sub(self.cgroup_pressure())
+    }
+
+    /// Bytes the zone may still charge without pressure: the room under
+    /// the wall, and under the memory cgroup's target.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.limit()
+            .saturating_sub(self.used())
+            .min(self.headroom())
+    }
+
     /// Forgets every charge (a test zone being destroyed).
     pub(super) fn reset(&self) {
         self.used.store(0, Relaxed);
@@ -246,6 +316,35 @@ mod tests {
         b.charge(1 << 50).unwrap().keep();
         assert!(!b.has_limit());
         assert_eq!(b.size(), 1 << 30);
+    }
+
+    #[test]
+    fn the_cgroup_headroom_counts_charges_since_the_last_read() {
+        let b = Budget::new();
+        b.configure(NO_LIMIT, 1 << 30);
+        assert_eq!(b.headroom(), usize::MAX, "no cgroup limit");
+        b.charge(100).unwrap().keep();
+        b.set_cgroup_target(1000);
+        b.note_cgroup_usage(300);
+        assert_eq!(b.headroom(), 700);
+        b.charge(200).unwrap().keep();
+        assert_eq!(b.cgroup_pressure(), 500);
+        assert_eq!(b.headroom(), 500);
+        assert_eq!(b.room(), 500);
+        b.uncharge(250);
+        assert_eq!(
+            b.headroom(),
+            700,
+            "given back: not counted off before a read"
+        );
+        b.note_cgroup_usage(200);
+        assert_eq!(b.headroom(), 800);
+        b.charge(900).unwrap().keep();
+        assert_eq!(b.headroom(), 0, "past the target: none, not a wall");
+        b.set_limit(2000);
+        assert_eq!(b.room(), 0);
+        b.set_cgroup_target(NO_LIMIT);
+        assert_eq!(b.room(), 2000 - 950);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Pages charged to the budget. A page of the zone is charged from the
 //! moment it is handed out (it may be written, so it may be resident)
 //! until the zone gives it back to the OS (madvise, or the whole block
-//! going offline) or, free, is found not resident (`release.rs`); a bit per page in its section's header says which are
+//! going offline) or, free, is found not resident (`release.rs`); a bit
+//! per page in its section's header says which are
 //! (`SectionHeader::charged`, walked by [`flip_charged`] and
 //! [`count_charged`]). So a free page that was given back costs
 //! nothing, a fresh block costs nothing until used, and memory the zone
@@ -40,6 +41,12 @@ impl ZoneGuard<'_> {
         let n = unsafe { flip_charged(addr, pages, true) };
         debug_assert_eq!(n, missing);
         self.inner.charged += n;
+        if n > 0 {
+            // Memory becoming resident: the use may be at a new peak (the
+            // dirty limit's, `dirty.rs`).
+            let z = &*self.inner;
+            self.zone.dirty.note_in_use(z.managed - z.free - z.isolated);
+        }
         true
     }
 

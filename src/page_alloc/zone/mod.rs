@@ -111,6 +111,13 @@ pub struct Zone {
     thp_active: core::sync::atomic::AtomicBool,
     /// Pageblocks the tick collapsed into huge pages (`thp.rs`).
     thp_collapsed: AtomicUsize,
+    /// The heap size collapse credit was last given for (`thp.rs`).
+    thp_credit_peak: AtomicUsize,
+    /// Collapses the heap's growth paid for and not yet made (`thp.rs`).
+    thp_credit: AtomicUsize,
+    /// Pageblocks may be marked to collapse: set when they are, cleared
+    /// when a walk finds none (`thp.rs`).
+    thp_backlog: core::sync::atomic::AtomicBool,
     /// Small objects grouped by lifetime (the inverse of the kernel's
     /// `page_group_by_mobility_disabled`, one level finer).
     group_by_lifetime: core::sync::atomic::AtomicBool,
@@ -149,12 +156,11 @@ impl Zone {
             thp: AtomicU8::new(ThpPolicy::Never as u8),
             thp_active: core::sync::atomic::AtomicBool::new(false),
             thp_collapsed: AtomicUsize::new(0),
+            thp_credit_peak: AtomicUsize::new(0),
+            thp_credit: AtomicUsize::new(0),
+            thp_backlog: core::sync::atomic::AtomicBool::new(false),
             group_by_lifetime: core::sync::atomic::AtomicBool::new(true),
-            dirty: DirtyLimit {
-                ratio: AtomicUsize::new(0),
-                retry_at: AtomicUsize::new(0),
-                busy: core::sync::atomic::AtomicBool::new(false),
-            },
+            dirty: DirtyLimit::new(),
             release_gate: ForkGate::new(),
             process_heap: core::sync::atomic::AtomicBool::new(false),
             budget: Budget::new(),
@@ -229,14 +235,14 @@ impl Zone {
 
     /// Free pages an allocation can have now: the resident ones, and as
     /// many of the others (fresh or given back to the OS, not charged) as
-    /// the budget has room for. Racy read of the mirrors. Without a wall
-    /// this is every free page.
+    /// the budget has room for, under its wall and its memory cgroup's
+    /// target. Racy read of the mirrors. Without either this is every
+    /// free page.
     #[inline]
     pub fn available_pages(&self) -> usize {
         let free = self.free_pages();
         let dirty = self.dirty_free_pages().min(free);
-        let b = &self.budget;
-        let room = b.limit().saturating_sub(b.used()) >> crate::geometry::PAGE_SHIFT;
+        let room = self.budget.room() >> crate::geometry::PAGE_SHIFT;
         dirty + (free - dirty).min(room)
     }
 
@@ -424,7 +430,7 @@ impl Zone {
         let mut g = self.lock();
         g.inner.epoch = g.inner.epoch.wrapping_add(1);
         self.epoch.store(g.inner.epoch, Relaxed);
-        self.reset_dirty_retry();
+        self.dirty_tick();
     }
 
     /// The maintenance epoch: how many ticks have run (racy read).
@@ -629,6 +635,10 @@ struct DirtyLimit {
     retry_at: AtomicUsize,
     /// A thread is releasing for the limit.
     busy: core::sync::atomic::AtomicBool,
+    /// The most pages in use seen in this tick, and in the last one (seen
+    /// where the zone charges pages it hands out, and at each free that
+    /// checks the limit while no block is isolated; racy maxima, a hint).
+    peak: [AtomicUsize; 2],
 }
 
 /// Page counts found by [`Zone::check_invariants`], by block kind.

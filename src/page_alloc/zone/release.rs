@@ -24,6 +24,7 @@
 //! resident and uncharges the others, with no madvise: what waits is then
 //! what is resident, and only that is given back.
 
+use super::thp::PAGEBLOCK_BYTES;
 use crate::geometry::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{flags, Page, PageKind, MIGRATE_TYPES};
 use crate::section::{self, page_addr};
@@ -195,6 +196,11 @@ impl Zone {
                     released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
                 }
             }
+            // Huge-page advice taken back from pageblocks a release left
+            // sparse, and given again to those released whole (`thp.rs`):
+            // the madvise calls go after the lock is dropped.
+            let mut advice = [(0usize, false); 2 * RELEASE_BATCH];
+            let mut nr_advice = 0;
             let mut g = self.lock();
             for (i, &(p, order, charged)) in batch[..n].iter().enumerate() {
                 if released[i] {
@@ -216,7 +222,16 @@ impl Zone {
                     z.c.released_bytes += bytes as u64;
                     z.c.release_events += 1;
                     total += charged * PAGE_SIZE;
+                    let addr = page_addr(p);
+                    if self.huge_pageblock(addr) {
+                        nr_advice +=
+                            g.released_in_pageblocks(addr, order, &mut advice[nr_advice..]);
+                    }
                 }
+            }
+            drop(g);
+            for &(pb, on) in &advice[..nr_advice] {
+                sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, on);
             }
         }
         total

@@ -13,9 +13,9 @@
 //!   then `MADV_HUGEPAGE` on the pageblocks of long-lived small objects
 //!   (unmovable: see `slab/lifetime.rs`) as they are claimed; short-lived
 //!   small objects (reclaimable) and page-granular blocks (movable) stay in
-//!   4 KiB pages. A huge block (outside the zone) is advised when it is
-//!   that big on its own; one mapped within a tick of a reclaim is not
-//!   (`runtime/reclaim.rs`). A huge page is worth it where its 2 MiB are
+//!   4 KiB pages. A huge block (outside the zone) is not advised when
+//!   mapped: one of 64 MiB or more is advised once it shows dense use
+//!   (`large/huge_thp.rs`). A huge page is worth it where its 2 MiB are
 //!   mostly in use and stay so; in a small heap they are not (a first
 //!   touch faults in the whole 2 MiB), which is what makes a small
 //!   program's RSS double under an allocator that asks for huge pages
@@ -28,14 +28,18 @@
 //! under pressure (BELOW_HIGH) or everything is being given back (trim,
 //! reclaim). Long-lived pageblocks faulted in before huge pages were
 //! asked for are collapsed by the tick where they are dense (`collapse_some`, as
-//! khugepaged would, with MADV_COLLAPSE).
+//! khugepaged would, with MADV_COLLAPSE): a few on the background thread's
+//! ticks, one on a tick run inline on a program's thread (a collapse
+//! copies 2 MiB: about 1 ms, up to 7 when the kernel compacts memory).
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use crate::geometry::{MAX_ORDER_BYTES, PAGEBLOCK_NR_PAGES, PAGE_SHIFT};
+use crate::geometry::{
+    MAX_ORDER_BYTES, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER, PAGE_SHIFT, PAGE_SIZE,
+};
 
 /// A pageblock's bytes: one huge page.
-const PAGEBLOCK_BYTES: usize = PAGEBLOCK_NR_PAGES << PAGE_SHIFT;
+pub(super) const PAGEBLOCK_BYTES: usize = PAGEBLOCK_NR_PAGES << PAGE_SHIFT;
 use crate::section::{self, SectionHeader};
 use crate::sys;
 
@@ -52,19 +56,17 @@ impl Zone {
         ThpPolicy::from_u32(u32::from(self.thp.load(Relaxed)))
     }
 
-    /// How a huge block of `len` bytes (mapped outside the zone) is
-    /// advised: as the zone's blocks — under `never` and `always` by the
-    /// policy, under `dense` for huge pages once the zone has them, or when
-    /// the block alone passes [`THP_DENSE_MIN_BYTES`] (a big array or hash
-    /// table: dense on its own); `None` leaves it to the system. Buffers of
-    /// a few MiB (malloc-large's 5-25 MiB) in a small zone are not: a
-    /// buffer is often written once and streamed, and faulting it 2 MiB at
-    /// a time made malloc-large 1.15x slower.
-    pub fn thp_advice(&self, len: usize) -> Option<bool> {
+    /// How a huge block (mapped outside the zone) is advised when mapped:
+    /// under `never` and `always` by the policy; under `dense` not at all
+    /// (`None`: left to the system), since advice makes each first touch
+    /// fault in 2 MiB — a 4 GiB array written once per 64 KiB held 4 GiB
+    /// where glibc's holds 256 MiB. A block of 64 MiB or more is advised
+    /// later, once it shows dense use (`large/huge_thp.rs`).
+    pub fn thp_advice(&self) -> Option<bool> {
         match self.thp_policy() {
             ThpPolicy::Never => Some(false),
             ThpPolicy::Always => Some(true),
-            ThpPolicy::Dense => (len >= THP_DENSE_MIN_BYTES).then_some(true),
+            ThpPolicy::Dense => None,
         }
     }
 
@@ -123,6 +125,8 @@ impl ZoneInner {
             return;
         }
         if huge_under_dense(mt) {
+            // SAFETY: pb is a pageblock of this zone; lock held.
+            unsafe { set_unadvised(section::header_of(pb), pb, false) };
             sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, true);
         } else if huge_under_dense(old) {
             sys::advise_huge(pb as *mut u8, PAGEBLOCK_BYTES, false);
@@ -137,6 +141,46 @@ pub(super) fn huge_under_dense(mt: MigrateType) -> bool {
 }
 
 impl ZoneGuard<'_> {
+    /// Free block `addr` of `order`, in a pageblock asked to be a huge
+    /// page, was given back to the OS. khugepaged fills a pageblock whose
+    /// advice asks for a huge page though one page of it is resident
+    /// (`max_ptes_none` 511 by default): after a storm of threads, the
+    /// pageblocks their slabs left sparse came back as 2 MiB each while
+    /// the program slept (13.6 → 24.8 MiB). So a pageblock given back in
+    /// part has its advice taken back, and one given back whole (empty
+    /// now: the next use faults in a huge page) gets it again — only those
+    /// whose advice was taken back, marked in the section's `unadvised`.
+    /// Writes the (pageblock, advice) changes to make into `advice` (two
+    /// at most) and returns how many; the caller makes them after the
+    /// lock is dropped.
+    pub(super) fn released_in_pageblocks(
+        &mut self,
+        addr: usize,
+        order: u32,
+        advice: &mut [(usize, bool)],
+    ) -> usize {
+        let h = section::header_of(addr);
+        let mut n = 0;
+        if order < PAGEBLOCK_ORDER {
+            let pb = addr & !(PAGEBLOCK_BYTES - 1);
+            // SAFETY: pb is a pageblock of this zone's section h; lock
+            // held.
+            if unsafe { set_unadvised(h, pb, true) } {
+                advice[n] = (pb, false);
+                n += 1;
+            }
+        } else {
+            for pb in (addr..addr + (PAGE_SIZE << order)).step_by(PAGEBLOCK_BYTES) {
+                // SAFETY: as above.
+                if unsafe { set_unadvised(h, pb, false) } {
+                    advice[n] = (pb, true);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// Advises block `addr` (just online) as the policy says: under
     /// `dense` nothing (it goes online movable; its pageblocks are advised
     /// as long-lived small objects claim them, see
@@ -168,6 +212,7 @@ impl ZoneGuard<'_> {
             return;
         }
         zone.thp_active.store(true, Relaxed);
+        zone.thp_backlog.store(true, Relaxed);
         let dense = zone.thp_policy() == ThpPolicy::Dense;
         self.inner.thp_claims = dense;
         section::for_each(zone.tag(), |h| {
@@ -194,9 +239,9 @@ impl ZoneGuard<'_> {
     }
 }
 
-/// Most pageblocks one tick collapses. A collapse copies 2 MiB and holds
-/// the process's mmap lock, stalling every thread's page faults meanwhile.
-const COLLAPSE_PER_TICK: usize = 32;
+/// Candidates one tick looks at, at most, for ones dense enough to
+/// collapse. (How many it collapses is the tick's to say: `maint.rs`.)
+const COLLAPSE_EXAMINE_PER_TICK: usize = 64;
 /// A pageblock is collapsed when at least this share of it, in 1/512ths,
 /// is resident (khugepaged's max_ptes_none is 511: any; ours is stricter,
 /// so a sparse pageblock is not filled with zeros).
@@ -206,41 +251,96 @@ impl Zone {
     /// The tick's share, as khugepaged's: pageblocks that were faulted in
     /// 4 KiB pages before huge pages were asked for, and are mostly
     /// resident now, are collapsed into huge pages (MADV_COLLAPSE, Linux
-    /// 6.1+; on an older kernel nothing happens). Returns how many.
-    pub fn collapse_some(&self) -> usize {
-        if !self.thp_active() {
+    /// 6.1+; on an older kernel nothing happens) — at most `max` tried,
+    /// looking at no more than [`COLLAPSE_EXAMINE_PER_TICK`] candidates.
+    /// Returns how many were tried.
+    pub fn collapse_some(&self, max: usize) -> usize {
+        if !self.has_collapse_backlog() || max == 0 {
             return 0;
         }
-        let mut todo = [0usize; COLLAPSE_PER_TICK];
-        let mut n = 0;
-        {
-            let _g = self.lock();
-            section::for_each(self.tag(), |h| {
-                while n < COLLAPSE_PER_TICK {
-                    // SAFETY: h is a live header of this zone; lock held.
-                    let Some(pb) = (unsafe { take_collapse_candidate(h) }) else {
-                        break;
-                    };
-                    todo[n] = pb;
-                    n += 1;
-                }
-            });
-        }
-        let mut done = 0;
         let dense = self.thp_policy() == ThpPolicy::Dense;
-        for &pb in &todo[..n] {
+        let (mut tried, mut done) = (0, 0);
+        for _ in 0..COLLAPSE_EXAMINE_PER_TICK {
+            if tried == max {
+                break;
+            }
+            let mut next = None;
+            {
+                let _g = self.lock();
+                section::for_each(self.tag(), |h| {
+                    if next.is_none() {
+                        // SAFETY: h is a live header of this zone; lock
+                        // held.
+                        next = unsafe { take_collapse_candidate(h) };
+                    }
+                });
+            }
+            let Some(pb) = next else {
+                self.thp_backlog.store(false, Relaxed);
+                break;
+            };
             // Under dense only long-lived small objects' pageblocks
             // become huge.
             if dense && !huge_under_dense(section::pageblock_mt(pb)) {
                 continue;
             }
             let resident = sys::resident_pages(pb as *const u8, PAGEBLOCK_BYTES);
-            if resident >= COLLAPSE_MIN_RESIDENT && sys::collapse(pb as *mut u8, PAGEBLOCK_BYTES) {
-                done += 1;
+            if resident >= COLLAPSE_MIN_RESIDENT {
+                tried += 1;
+                done += usize::from(sys::collapse(pb as *mut u8, PAGEBLOCK_BYTES));
             }
         }
         self.thp_collapsed.fetch_add(done, Relaxed);
-        done
+        tried
+    }
+
+    /// Whether pageblocks may wait for [`collapse_some`](Self::collapse_some).
+    #[inline]
+    pub fn has_collapse_backlog(&self) -> bool {
+        self.thp_active() && self.thp_backlog.load(Relaxed)
+    }
+
+    /// Credits the collapses the heap's growth pays for: one per
+    /// [`COLLAPSE_CREDIT_BYTES`] the heap — `heap_bytes`, the zone's and
+    /// the huge blocks' — grew past the most it was credited for, up to
+    /// [`COLLAPSE_CREDIT_MAX`] waiting. Between ticks, a program's thread
+    /// collapses only what its own growth paid for (`maint::between_ticks`):
+    /// a heap that grew by 1 GiB has faulted in 1 GiB, and 32 collapses of
+    /// 2 MiB cost a few per cent of that; a heap that stopped growing pays
+    /// for none.
+    pub fn credit_collapses(&self, heap_bytes: usize) {
+        let peak = self.thp_credit_peak.load(Relaxed);
+        if heap_bytes < peak + COLLAPSE_CREDIT_BYTES {
+            return;
+        }
+        let n = (heap_bytes - peak) / COLLAPSE_CREDIT_BYTES;
+        if self
+            .thp_credit_peak
+            .compare_exchange(peak, peak + n * COLLAPSE_CREDIT_BYTES, Relaxed, Relaxed)
+            .is_ok()
+        {
+            let had = self.thp_credit.load(Relaxed);
+            self.thp_credit
+                .store((had + n).min(COLLAPSE_CREDIT_MAX), Relaxed); // a hint
+        }
+    }
+
+    /// Takes one collapse's credit, if there is any.
+    pub fn take_collapse_credit(&self) -> bool {
+        let c = &self.thp_credit;
+        let mut v = c.load(Relaxed);
+        while v > 0 {
+            match c.compare_exchange_weak(v, v - 1, Relaxed, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => v = now,
+            }
+        }
+        false
+    }
+
+    /// Gives back one collapse's credit taken and not used.
+    pub fn return_collapse_credit(&self) {
+        self.thp_credit.fetch_add(1, Relaxed);
     }
 
     /// Pageblocks collapsed into huge pages so far.
@@ -249,10 +349,38 @@ impl Zone {
     }
 }
 
+/// Heap growth that pays for one collapse between ticks (one 2 MiB copy
+/// per 32 MiB faulted in: about 6%).
+const COLLAPSE_CREDIT_BYTES: usize = 32 << 20;
+/// Most collapses credit holds.
+const COLLAPSE_CREDIT_MAX: usize = 32;
+
 /// The index of pageblock `pb` in section `h` (whose header is at the
 /// section's base).
 fn pageblock_index(h: *mut SectionHeader, pb: usize) -> usize {
     (pb - h as usize) / PAGEBLOCK_BYTES
+}
+
+/// Sets pageblock `pb`'s bit in section `h`'s `unadvised` to `on`;
+/// true if it changed.
+///
+/// # Safety
+/// `h` is a live zone section header whose zone lock is held, `pb` one of
+/// its pageblocks.
+unsafe fn set_unadvised(h: *mut SectionHeader, pb: usize, on: bool) -> bool {
+    let i = pageblock_index(h, pb);
+    let bit = 1u64 << (i % 64);
+    // SAFETY: forwarded contract.
+    unsafe {
+        let w = &mut (*h).unadvised[i / 64];
+        let was = *w & bit != 0;
+        if on {
+            *w |= bit;
+        } else {
+            *w &= !bit;
+        }
+        was != on
+    }
 }
 
 /// Marks pageblock `pb` of section `h` as a candidate for collapsing into

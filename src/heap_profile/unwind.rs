@@ -1,0 +1,252 @@
+//! A sample's call stack, by the call frame information every x86-64
+//! object carries (`.eh_frame`): frame pointers cannot be trusted — Debian
+//! builds its libraries without them, and so does Rust's release profile.
+//! Two ways, the second the first's fallback:
+//!
+//! - the cached walk of `cfi.rs`: each frame's rule read once (through
+//!   libgcc's `_Unwind_Find_FDE` and `gimli`) and kept by address, then a
+//!   few loads per frame — about 400 instructions a sample where libgcc
+//!   spends 8,000;
+//! - libgcc's own unwinder, `_Unwind_Backtrace` (what glibc's
+//!   `backtrace()` and Rust's backtraces use), for a stack with a frame
+//!   the cache does not take (a signal frame, a rule by expression).
+//!
+//! Why it is safe inside `malloc`: libgcc is linked, not loaded on first
+//! use (glibc's `backtrace()` dlopens it, which allocates and takes the
+//! loader's lock); its one first-use initialisation is a `pthread_once`
+//! that does not allocate; and it finds each frame's unwind table with
+//! glibc's `_dl_find_object` (glibc 2.35 and libgcc 12 on), which takes no
+//! lock and does not allocate — older pairs go through `dl_iterate_phdr`,
+//! whose lock is recursive and under which glibc does not allocate (the
+//! cached walk also asks it, once a walk, how many objects were
+//! unloaded). The one lock libgcc takes is for unwind tables registered at
+//! run time (`__register_frame`, used by JIT compilers), and only in
+//! libgcc 12 and older: the first search of each such table sorts it with
+//! `malloc` under that lock. The thread that takes a sample marks itself
+//! busy, so an allocation made while it unwinds is not sampled again;
+//! what remains is a JIT program whose own unwinding allocates there at
+//! the moment a sample of that same allocation unwinds (see the README).
+//!
+//! The first frames are the allocator's own: when pcpalloc is a shared
+//! object of its own (`libpcpalloc.so` under `LD_PRELOAD`), every frame
+//! inside its text is left out; linked into a Rust program, its frames
+//! are the program's text too, and the symbolising tool drops them by
+//! name.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+
+use super::maps;
+
+/// Most frames a sample keeps.
+pub const MAX_FRAMES: usize = 64;
+/// Words of a captured stack: its frames, and [`TRUNCATED`] after them
+/// when there were more.
+pub const STACK_WORDS: usize = MAX_FRAMES + 1;
+/// The outermost word of a stack cut at [`MAX_FRAMES`] (no code is at
+/// address 1).
+pub const TRUNCATED: usize = 1;
+
+/// libgcc's unwinder (`unwind.h`).
+mod ffi {
+    use core::ffi::{c_int, c_void};
+
+    /// `_Unwind_Reason_Code`: go on with the next frame.
+    pub const URC_NO_REASON: c_int = 0;
+    /// `_Unwind_Reason_Code`: stop.
+    pub const URC_END_OF_STACK: c_int = 5;
+
+    pub type Trace = extern "C" fn(ctx: *mut c_void, arg: *mut c_void) -> c_int;
+
+    extern "C" {
+        pub fn _Unwind_Backtrace(trace: Trace, arg: *mut c_void) -> c_int;
+        pub fn _Unwind_GetIPInfo(ctx: *mut c_void, ip_before_insn: *mut c_int) -> usize;
+    }
+}
+
+const UNPREPARED: u8 = 0;
+const PREPARING: u8 = 1;
+const PREPARED: u8 = 2;
+
+static STATE: AtomicU8 = AtomicU8::new(UNPREPARED);
+/// The allocator's own text, left out of stacks (empty when linked into
+/// the program).
+static OWN_START: AtomicUsize = AtomicUsize::new(0);
+static OWN_END: AtomicUsize = AtomicUsize::new(0);
+/// Stacks libgcc walked because a frame needed more than the common rules.
+pub static SLOW_WALKS: AtomicUsize = AtomicUsize::new(0);
+
+/// A stack being captured.
+struct Capture<'a> {
+    frames: &'a mut [usize; STACK_WORDS],
+    n: usize,
+    own: (usize, usize),
+}
+
+extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
+    // SAFETY: arg is the Capture `capture` passed, alive for the walk.
+    let c = unsafe { &mut *arg.cast::<Capture<'_>>() };
+    let mut before: c_int = 0;
+    // SAFETY: ctx is the unwinder's context for this frame.
+    let ip = unsafe { ffi::_Unwind_GetIPInfo(ctx, &mut before) };
+    if ip == 0 {
+        return ffi::URC_END_OF_STACK;
+    }
+    // A return address points after its call: step back into the call
+    // (a signal frame's address is the interrupted instruction itself).
+    let pc = if before != 0 { ip } else { ip - 1 };
+    if c.n == 0 && pc >= c.own.0 && pc < c.own.1 {
+        return ffi::URC_NO_REASON;
+    }
+    if c.n == MAX_FRAMES {
+        c.frames[c.n] = TRUNCATED;
+        c.n += 1;
+        return ffi::URC_END_OF_STACK;
+    }
+    c.frames[c.n] = pc;
+    c.n += 1;
+    ffi::URC_NO_REASON
+}
+
+/// Fills `frames` with the calling thread's stack, innermost first (the
+/// allocator's own frames left out where they can be told apart; past
+/// [`MAX_FRAMES`], [`TRUNCATED`] last); returns how many words. The caller marks itself busy first (see the module docs).
+///
+/// The frames' rules come from the cache of `cfi.rs` when every frame
+/// has a common one (almost always), else from libgcc.
+#[inline(never)]
+pub fn capture(frames: &mut [usize; STACK_WORDS]) -> usize {
+    prepare();
+    let own = (OWN_START.load(Relaxed), OWN_END.load(Relaxed));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (pc, sp, fp): (usize, usize, usize);
+        // SAFETY: reads this point's instruction, stack and frame
+        // pointers; nothing is written.
+        unsafe {
+            core::arch::asm!(
+                "lea {pc}, [rip]",
+                "mov {sp}, rsp",
+                "mov {fp}, rbp",
+                pc = out(reg) pc,
+                sp = out(reg) sp,
+                fp = out(reg) fp,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        let mut n = 0;
+        // SAFETY: the registers of this very function, which is running.
+        let walked = unsafe {
+            super::cfi::walk(pc, sp, fp, |pc| {
+                if n == 0 && pc >= own.0 && pc < own.1 {
+                    return true;
+                }
+                if n == MAX_FRAMES {
+                    frames[n] = TRUNCATED;
+                    n += 1;
+                    return false;
+                }
+                frames[n] = pc;
+                n += 1;
+                true
+            })
+        };
+        if walked.is_some() {
+            return n;
+        }
+        SLOW_WALKS.fetch_add(1, Relaxed);
+    }
+    capture_libgcc(frames, own)
+}
+
+/// [`capture`] by libgcc's unwinder alone.
+#[inline(never)]
+fn capture_libgcc(frames: &mut [usize; STACK_WORDS], own: (usize, usize)) -> usize {
+    let mut c = Capture { frames, n: 0, own };
+    // SAFETY: on_frame matches the callback type and reads `c` only.
+    unsafe {
+        ffi::_Unwind_Backtrace(on_frame, (&mut c as *mut Capture<'_>).cast());
+    }
+    c.n
+}
+
+/// Once per process, at a point where nothing is held (a sample's start,
+/// or the library's constructor): finds the allocator's own text and runs
+/// the unwinder once, so that its first-use work is done. Other threads
+/// arriving meanwhile go on without the own-text range.
+pub fn prepare() {
+    if STATE.load(Acquire) == PREPARED
+        || STATE
+            .compare_exchange(UNPREPARED, PREPARING, Acquire, Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let here = prepare as *const () as usize;
+    // SAFETY: getauxval has no preconditions.
+    let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
+    let mut own = (0, 0);
+    let mut own_inode = 0;
+    let mut program_inode = 0;
+    maps::for_each(|m| {
+        if m.start <= here && here < m.end {
+            own = (m.start, m.end);
+            own_inode = m.inode;
+        }
+        if m.start <= entry && entry < m.end {
+            program_inode = m.inode;
+        }
+    });
+    // Linked into the program, the allocator's text is the program's.
+    if own_inode != 0 && own_inode != program_inode {
+        OWN_START.store(own.0, Relaxed);
+        OWN_END.store(own.1, Relaxed);
+    }
+    let mut frames = [0usize; STACK_WORDS];
+    let mut c = Capture {
+        frames: &mut frames,
+        n: 0,
+        own: (0, 0),
+    };
+    // SAFETY: as in capture.
+    unsafe {
+        ffi::_Unwind_Backtrace(on_frame, (&mut c as *mut Capture<'_>).cast());
+    }
+    STATE.store(PREPARED, Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn both() -> ([usize; STACK_WORDS], usize, [usize; STACK_WORDS], usize) {
+        let mut fast = [0; STACK_WORDS];
+        let mut slow = [0; STACK_WORDS];
+        let n = capture(&mut fast);
+        let m = capture_libgcc(&mut slow, (0, 0));
+        (fast, n, slow, m)
+    }
+
+    /// The cached walk (`cfi.rs`) finds libgcc's frames: the same callers
+    /// above the two captures' own frames.
+    #[test]
+    fn the_fast_walk_agrees_with_libgcc() {
+        for _ in 0..2 {
+            let slow_walks = SLOW_WALKS.load(Relaxed);
+            let (fast, n, slow, m) = both();
+            assert_eq!(SLOW_WALKS.load(Relaxed), slow_walks, "libgcc walked");
+            assert!(n >= 4, "{n} frames");
+            // capture_libgcc has one frame more of its own (its caller is
+            // `both`, as `capture`'s is).
+            let slow = &slow[..m];
+            let fast = &fast[..n];
+            let tail = fast.len().min(slow.len()) - 1;
+            assert_eq!(
+                fast[fast.len() - tail..],
+                slow[slow.len() - tail..],
+                "fast {fast:x?}\nlibgcc {slow:x?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,419 @@
+//! The heap profile's hooks on the allocator's slow paths (the profile
+//! itself is `crate::heap_profile`): which allocation a sample falls on, the
+//! sample taken and served, a sampled block's free, and the files.
+//!
+//! Small objects: while sampling, a bin hands out only what its refill or
+//! the last visit here allowed — pushes give no pop credit
+//! (`slab/bin.rs`) — so its pop fails at the allocation a sample falls on
+//! and this path sees it. It gives the bin credit for as many objects as
+//! the class's countdown allows (all of those on the bin when no sample
+//! is near), takes the sample when the countdown is out, and serves the
+//! sampled object as a page-granular block: its free then comes through
+//! the slow path of page-granular blocks, which finds the sample's record
+//! in the block's descriptor — free's fast path checks nothing. The
+//! block costs a page (two for 8 KiB classes) in place of the object:
+//! with one sample per `mean` bytes, about `live small bytes × 4 KiB /
+//! mean` more memory (0.8% at the default 512 KiB).
+//!
+//! Blocks above 8 KiB count against one countdown of bytes on their own
+//! slow path ([`alloc_big`]); huge blocks likewise.
+
+use core::fmt::Write;
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use crate::geometry::PAGE_SIZE;
+use crate::heap_profile::{self as profile, unwind, Record, Setting};
+use crate::large::{self, Caller};
+use crate::page::{flags, LargeBlock};
+use crate::slab::bin;
+use crate::slab::classes::{CLASS_SIZE, NR_CLASSES};
+use crate::slab::Heap;
+use crate::sys;
+use crate::util::buf::FixedBuf;
+
+use super::files::{self, PidIn};
+use super::settings::SETTINGS;
+use super::tls;
+
+/// Where profiles go when `PCPALLOC_PROFILE_FILE` is not set.
+pub const DEFAULT_FILE: &str = "pcpalloc.%p.pb";
+
+/// Puts a `PCPALLOC_PROFILE` setting in force: the rate every thread
+/// follows, and whether a push gives its bin pop credit.
+pub fn set(s: Setting) {
+    profile::configure(s);
+    bin::set_pushes_credit(s.mean == 0);
+}
+
+/// A seed for a thread's sampler: its heap's address and the clock.
+fn seed(h: *const Heap) -> u64 {
+    (h as u64).rotate_left(32) ^ sys::now_ns().wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// What the small slow path does while sampling.
+enum Small {
+    /// Served from the bin with new credit.
+    Served(*mut u8),
+    /// The countdown is out: a sample falls on this allocation.
+    Sample,
+    /// The bin is empty: the plain slow path refills it.
+    Refill,
+    /// Inside a sample (the unwinder allocates): not counted.
+    Busy,
+}
+
+/// The bin of `class` of heap `h` ran out of credit with objects on it
+/// and no sample of the class is due: it gets credit for as many as the
+/// countdown allows and pops one. Null (nothing done) in every other case,
+/// which [`alloc_small`] sorts out.
+///
+/// # Safety
+/// `h` is the calling thread's heap, or the empty heap; `class` is a
+/// class (`< NR_CLASSES`, unchecked).
+#[inline(always)]
+pub unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: the empty heap is only compared; this thread owns any other.
+    unsafe {
+        if (*h).is_empty_heap() {
+            return core::ptr::null_mut();
+        }
+        let mut o = (*h).owned();
+        let l = o.local();
+        if !l.profile.ready(profile::generation()) {
+            return core::ptr::null_mut();
+        }
+        // Null when the countdown is out (a sample is due) or the bin
+        // empty; class is a class (the malloc path's).
+        l.bins
+            .recredit_and_pop(class, l.profile.small_countdown(class))
+    }
+}
+
+/// The small-object slow path of heap `h` for `class` while sampling;
+/// `plain` is the slow path without the profile (it refills the bin if
+/// it is empty and pops an object off it), `page_block` allocates a
+/// page-granular block of the given size.
+///
+/// # Safety
+/// `h` is the calling thread's heap (not the empty heap).
+pub unsafe fn alloc_small(
+    h: *mut Heap,
+    class: usize,
+    plain: impl FnOnce() -> *mut u8,
+    page_block: impl FnOnce(usize) -> *mut u8,
+) -> *mut u8 {
+    let rate = profile::rate();
+    if rate.mean == 0 {
+        return plain();
+    }
+    // SAFETY: h is this thread's heap; the handle is dropped before
+    // `plain` makes its own.
+    let step = unsafe {
+        let mut o = (*h).owned();
+        let l = o.local();
+        if l.profile.busy {
+            Small::Busy
+        } else {
+            if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
+                // New countdowns: no bin may hand out more than its own.
+                for c in 0..NR_CLASSES {
+                    let g = l.profile.grant_small(c, l.bins.credit(c));
+                    l.bins.set_credit(c, g);
+                }
+            }
+            let n = l.bins.count(class);
+            if l.profile.small_due(class) {
+                Small::Sample
+            } else if n > 0 {
+                // The credit is spent, with objects on the bin still.
+                let g = l.profile.grant_small(class, n);
+                l.bins.set_credit(class, g);
+                Small::Served(l.bins.pop(class))
+            } else {
+                Small::Refill
+            }
+        }
+    };
+    match step {
+        Small::Served(p) => p,
+        Small::Busy => plain(),
+        Small::Refill => {
+            let p = plain();
+            if !p.is_null() {
+                // SAFETY: as above; `plain` popped p off this class's bin.
+                unsafe {
+                    let mut o = (*h).owned();
+                    let l = o.local();
+                    l.profile.count_small(class, 1);
+                    let g = l.profile.grant_small(class, l.bins.credit(class));
+                    l.bins.set_credit(class, g);
+                }
+            }
+            p
+        }
+        Small::Sample => {
+            let size = CLASS_SIZE[class];
+            // SAFETY: as above.
+            unsafe {
+                (*h).owned()
+                    .local()
+                    .profile
+                    .sampled_small(class, size, rate.mean)
+            };
+            let p = page_block(size as usize);
+            if p.is_null() {
+                return plain();
+            }
+            // SAFETY: p is a live page-granular block, not yet the
+            // program's; h is this thread's heap.
+            unsafe { record(h, p, size as usize, rate.mean) };
+            p
+        }
+    }
+}
+
+/// An allocation of `size` bytes above the small classes while sampling:
+/// `plain` allocates it; a sample is taken if one falls in it.
+pub fn alloc_big(size: usize, plain: impl FnOnce() -> *mut u8) -> *mut u8 {
+    let rate = profile::rate();
+    let h = tls::current_heap();
+    // SAFETY: h is this thread's heap, or the empty heap (left alone).
+    let due = unsafe {
+        if rate.mean == 0 || (*h).is_empty_heap() {
+            false
+        } else {
+            let mut o = (*h).owned();
+            let l = o.local();
+            if l.profile.busy {
+                false
+            } else {
+                if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
+                    for c in 0..NR_CLASSES {
+                        let g = l.profile.grant_small(c, l.bins.credit(c));
+                        l.bins.set_credit(c, g);
+                    }
+                }
+                l.profile.count_large(size, rate.mean)
+            }
+        }
+    };
+    let p = plain();
+    if due && !p.is_null() {
+        // SAFETY: p is a live block not yet the program's; h is this
+        // thread's heap.
+        unsafe { record(h, p, size, rate.mean) };
+    }
+    p
+}
+
+/// The descriptor of page-granular block `p`.
+///
+/// # Safety
+/// `p` is a live large or huge block.
+unsafe fn block_of(p: *mut u8) -> *mut LargeBlock {
+    match crate::section::lookup(p as usize) {
+        Some(d) => d.cast(),
+        // SAFETY: p is a live huge block (contract).
+        None => unsafe { large::checked_huge(p, Caller::Free) },
+    }
+}
+
+/// Takes the sample of block `p` (`size` bytes asked for) for heap `h`'s
+/// thread: its stack, counted in the profile, the record in the block's
+/// descriptor.
+///
+/// # Safety
+/// `h` is the calling thread's heap; `p` is a live page-granular block
+/// the program does not have yet.
+unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
+    if on_signal_stack() {
+        return;
+    }
+    // SAFETY: h is this thread's heap (contract); each handle lives for
+    // one statement.
+    unsafe { (*h).owned().local().profile.busy = true };
+    let mut frames = [0usize; unwind::STACK_WORDS];
+    let n = unwind::capture(&mut frames);
+    let (r, peak) = profile::add_sample(&frames[..n], size, mean);
+    if !r.is_null() {
+        // SAFETY: p is a live block of the caller's (contract).
+        unsafe {
+            let b = block_of(p);
+            (*b).sample = r as usize;
+            (*b).flags |= flags::SAMPLED;
+        }
+    }
+    if peak {
+        write_file(Some(b".peak"));
+    }
+    // SAFETY: as above.
+    unsafe { (*h).owned().local().profile.busy = false };
+}
+
+/// Whether the thread runs on its alternate signal stack (a handler of
+/// `SA_ONSTACK`): a sample is not taken there — such stacks are small (8
+/// KiB, half of it the signal frame) and the unwinder needs a few.
+fn on_signal_stack() -> bool {
+    let mut ss = core::mem::MaybeUninit::<libc::stack_t>::uninit();
+    let saved = sys::errno();
+    // SAFETY: a null new stack only reads the current one into `ss`.
+    let r = unsafe { libc::sigaltstack(core::ptr::null(), ss.as_mut_ptr()) };
+    sys::set_errno(saved);
+    // SAFETY: sigaltstack filled `ss` when it returned 0.
+    r == 0 && unsafe { ss.assume_init() }.ss_flags & libc::SS_ONSTACK != 0
+}
+
+/// Sampled block `b` is being freed: its sample leaves the profile.
+///
+/// # Safety
+/// `b` is a live block with `flags::SAMPLED`, which the caller frees.
+#[cold]
+#[inline(never)]
+pub unsafe fn freed(b: *mut LargeBlock) {
+    // SAFETY: the caller owns b; its sample word holds a live record.
+    unsafe {
+        let r = (*b).sample as *mut Record;
+        (*b).flags &= !flags::SAMPLED;
+        (*b).sample = 0;
+        profile::remove_sample(r);
+    }
+}
+
+/// The profiles written on demand so far (their names' numbers).
+static ON_DEMAND: AtomicU32 = AtomicU32::new(0);
+
+/// Writes the profile to `path` (each `%p` the process id), or, for
+/// `None`, to the `PCPALLOC_PROFILE_FILE` path followed by `.1`, `.2`...
+/// Returns 0 or an errno.
+pub fn dump(path: Option<&[u8]>) -> i32 {
+    if !super::process::ensure_init() {
+        return libc::ENOSYS;
+    }
+    match path {
+        Some(p) => write_to_path(p, b""),
+        None => {
+            let mut suffix = FixedBuf::<16>::new();
+            let _ = write!(suffix, ".{}", ON_DEMAND.fetch_add(1, Relaxed) + 1);
+            write_to_path(configured_path(), suffix.as_bytes())
+        }
+    }
+}
+
+/// The `PCPALLOC_PROFILE_FILE` path, or the default.
+fn configured_path() -> &'static [u8] {
+    match SETTINGS.profile_file.get() {
+        Some(c) => c.to_bytes(),
+        None => DEFAULT_FILE.as_bytes(),
+    }
+}
+
+/// Writes the profile to the configured path with `suffix`; 0 or errno.
+fn write_file(suffix: Option<&[u8]>) -> i32 {
+    write_to_path(configured_path(), suffix.unwrap_or(b""))
+}
+
+fn write_to_path(path: &[u8], suffix: &[u8]) -> i32 {
+    let mut name = FixedBuf::<{ super::settings::STATS_FILE_MAX + 32 }>::new();
+    name.push_bytes(path);
+    name.push_bytes(suffix);
+    if name.truncated {
+        return libc::ENAMETOOLONG;
+    }
+    let Some(c) = name.as_cstr() else {
+        return libc::EINVAL;
+    };
+    let saved = sys::errno();
+    let fd = files::create_for_this_process(c, PidIn::Placeholder, false);
+    if fd < 0 {
+        let e = sys::errno();
+        sys::set_errno(saved);
+        return e;
+    }
+    let mut comment = FixedBuf::<160>::new();
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let _ = write!(
+        comment,
+        "pcpalloc {} heap profile of process {pid}",
+        crate::VERSION
+    );
+    // SAFETY: a clock read into a valid timespec.
+    let now = unsafe {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let ok = profile::write_to(fd, comment.as_bytes(), now);
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    sys::set_errno(saved);
+    if ok {
+        0
+    } else {
+        libc::EIO
+    }
+}
+
+/// At the process's exit, if anything was sampled: the profile to its
+/// file, and one line on stderr with the leak report's summary — the
+/// sampled blocks still live. (A process that allocated too little for a
+/// sample — a shell a script runs — writes nothing.)
+pub fn at_exit() {
+    let s = profile::summary();
+    if s.samples == 0 {
+        return;
+    }
+    let e = write_file(None);
+    let mut line = FixedBuf::<{ super::settings::STATS_FILE_MAX + 256 }>::new();
+    let _ = write!(
+        line,
+        "pcpalloc: heap profile: {} samples; still live at exit: {} sampled blocks standing for ",
+        s.samples, s.live_samples
+    );
+    let _ = crate::util::text::write_bytes(&mut line, s.live_bytes);
+    let _ = write!(line, " in {} stacks; ", s.stacks);
+    if e == 0 {
+        let _ = write!(line, "written to ");
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        let mut rest = configured_path();
+        while let Some(i) = rest.windows(2).position(|w| w == b"%p") {
+            line.push_bytes(&rest[..i]);
+            let _ = write!(line, "{pid}");
+            rest = &rest[i + 2..];
+        }
+        line.push_bytes(rest);
+    } else {
+        let _ = write!(line, "cannot write it (errno {e})");
+    }
+    line.push_bytes(b"\n");
+    sys::write_stderr(line.as_bytes());
+}
+
+/// Gets the unwinder ready at a point where nothing is held (the
+/// library's constructor), if sampling.
+pub fn prepare() {
+    if profile::sampling() {
+        unwind::prepare();
+    }
+}
+
+/// Page-granular blocks' free path: a sampled block's sample leaves.
+///
+/// # Safety
+/// `b` is a live block the caller frees.
+#[inline(always)]
+pub unsafe fn on_free(b: *mut LargeBlock) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if (*b).flags & flags::SAMPLED != 0 {
+            freed(b);
+        }
+    }
+}
+
+/// The page size sampled small objects are served in.
+pub const SAMPLE_ALIGN: usize = PAGE_SIZE;
