@@ -46,9 +46,12 @@
 //! `page_alloc/pcp/large_resident.rs`). It is kept first — what it holds
 //! is what the next wave writes again — and the zone keeps what is left;
 //! past the `keep` the cached blocks' pages past their first ones go back
-//! before whole blocks do. The end of a storm of short threads looks like the
+//! before whole blocks do; the zone's free pages go back 4 KiB at a time,
+//! as the lists' blocks are a cache and do not make the heap dense
+//! (`zone/thp.rs`). The end of a storm of short threads looks like the
 //! end of each of its waves, so every wave's end leaves at most the
-//! `keep` and a step.
+//! `keep` and a step — the last exit's give-back too, which another's
+//! under way may not skip (`tick.rs` runs it when that one is done).
 //!
 //! With the background thread running, the tick gives memory back a tick
 //! after it went idle, and nothing here runs but what the memory cgroup's
@@ -222,14 +225,22 @@ fn zone_charged() -> usize {
 /// caller holds the tick lock (`tick.rs`): one give-back at a time, none
 /// while a tick runs or the allocator is held still. Never changes errno.
 pub fn give_back() {
-    give_back_with(false);
+    give_back_with(false, tls::exited());
+}
+
+/// [`give_back`] as at a thread's exit, whichever thread runs it: the
+/// exit's give-back that found the tick lock taken is run by its holder
+/// (`tick.rs`), so the last thread of a storm never leaves its wave's
+/// memory waiting.
+pub fn give_back_at_exit() {
+    give_back_with(false, true);
 }
 
 /// [`give_back`], and everything the caches hold goes too, as when
 /// nothing given back was needed again: the memory cgroup's limit is near
 /// (`memcg.rs`).
 pub fn give_back_everything() {
-    give_back_with(true);
+    give_back_with(true, tls::exited());
 }
 
 /// Whether the caches hold more than the memory cgroup's headroom allows
@@ -241,10 +252,9 @@ pub fn over_cgroup_share() -> bool {
     share < usize::MAX / 2 && waiting_bytes() + PAGES.pagesets.total_count() * PAGE_SIZE > share
 }
 
-fn give_back_with(everything: bool) {
+fn give_back_with(everything: bool, at_exit: bool) {
     let saved = sys::errno();
     note_huge_bytes();
-    let at_exit = tls::exited();
     // What the last give-back released and the program has charged again
     // since (charges only grow by what is handed out: a refault, or
     // growth), for each.
@@ -297,9 +307,13 @@ fn give_back_with(everything: bool) {
         (0, 0)
     };
     let zone_keep = keep.saturating_sub(kept * PAGE_SIZE);
+    // The blocks on the lists are a cache, not use: the zone's free pages
+    // go back 4 KiB at a time unless what is in use makes the heap dense.
     let released = pcp_released * PAGE_SIZE
         + if zone_waiting() > zone_keep + step(keep) {
-            PAGES.zone.release_down_to(zone_keep / PAGE_SIZE)
+            PAGES
+                .zone
+                .release_down_to(zone_keep / PAGE_SIZE, PAGES.pagesets.large_pages())
         } else {
             0
         };
