@@ -17,7 +17,7 @@
 //! | kind                   | view                    | the word         | bytes 32..64 |
 //! |------------------------|-------------------------|------------------|--------------|
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
-//! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge), `sample` |
+//! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge), `sample`, `resident` (pcp) |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
 //! | `SlabTail`             | [`Page`] (`head` only)  | -                | -            |
 //!
@@ -282,8 +282,19 @@ pub struct LargeBlock {
     /// With `flags::SAMPLED`: the heap profile's record of the block's
     /// sample (its owner's, like the block).
     pub sample: usize,
-    _rest: [usize; 2],
+    /// PcpLarge blocks: the pages found resident when the block was last
+    /// measured on its list, or [`NOT_MEASURED`]
+    /// (`page_alloc/pcp/large_resident.rs`).
+    pub resident: u16,
+    /// PcpLarge blocks, measured: how many of those are its first pages.
+    pub head: u16,
+    _pad: u32,
+    _rest: [usize; 1],
 }
+
+/// [`LargeBlock::resident`] of a cached block not measured since it was
+/// freed.
+pub const NOT_MEASURED: u16 = u16::MAX;
 
 const _: () = {
     use core::mem::{offset_of, size_of};

@@ -379,6 +379,9 @@ impl Stats {
             t.large_free_high += c.large_free_high;
             t.large_steals += c.large_steals;
             t.large_count += c.large_count;
+            t.large_resident += c.large_resident;
+            t.large_measured += c.large_measured;
+            t.large_released_pages += c.large_released_pages;
             self.pcp_count += st.count.max(0) as u64;
             self.pcp_lock_busy += busy;
             if c.pgalloc + c.pgfree > 0 && n < MAX_REPORTED_PAGESETS {
@@ -591,6 +594,9 @@ impl Stats {
             "pcp_large_free_high" => t.large_free_high,
             "pcp_large_steals" => t.large_steals,
             "pcp_large_pages" => t.large_count,
+            "pcp_large_resident_pages" => t.large_resident,
+            "pcp_large_measured" => t.large_measured,
+            "pcp_large_released_pages" => t.large_released_pages,
             "pcp_lock_busy" => self.pcp_lock_busy,
             "nr_pagesets" => self.nr_pagesets,
         }

@@ -34,6 +34,19 @@ impl std::ops::Deref for TestZone {
 
 const K: Knobs = Knobs::DEFAULT;
 
+/// Writes a byte in each of the `pages` pages of the block at `p`, so
+/// they are resident.
+///
+/// # Safety
+/// The block is the caller's, of at least `pages` pages.
+unsafe fn write_pages(p: *mut Page, pages: usize) {
+    let a = page_addr(p) as *mut u8;
+    for i in 0..pages {
+        // SAFETY: inside the caller's block (contract).
+        unsafe { a.add(i * PAGE_SIZE).write_volatile(1) };
+    }
+}
+
 fn alloc(ps: &Pageset, z: &Zone, order: u32) -> *mut Page {
     let p = ps.alloc(z, order, MigrateType::Movable, &K, false);
     assert!(!p.is_null());
@@ -362,8 +375,10 @@ fn large_lists_tune_high_like_a_pageset() {
         p
     };
     let give = |ps: &Pageset, p: *mut Page| {
-        // SAFETY: an exact block of the class, ours; written (dirty).
+        // SAFETY: an exact block of the class, ours; written (dirty) —
+        // every page: a block's resident pages are what the lists count.
         unsafe {
+            write_pages(p, 64);
             (*p).flags = 0;
             ps.free_large(&z, &[p], class, || K, false);
         }
@@ -483,8 +498,10 @@ fn frees_that_reach_the_zone_keep_it_under_the_dirty_limit() {
         .collect();
     let before = z.snapshot().counters.balance_dirty;
     for &p in &large {
-        // SAFETY: an exact block of the class, ours, written.
+        // SAFETY: an exact block of the class, ours, written — every page:
+        // a block's resident pages are what the large lists count.
         unsafe {
+            write_pages(p, MAX_ORDER_PAGES);
             (*p).flags = 0;
             pages.free_large(p, class);
         }

@@ -40,6 +40,19 @@
 //! stops keeps at most `KEEP_MIN` and a step waiting; one that stops right
 //! after churning, at most the `keep`s it reached and a step.
 //!
+//! At a thread's exit a cache of a thread pool's next wave counts as
+//! waiting too, against the zone's `keep`: the pagesets' large lists, by
+//! what their blocks hold resident (measured with mincore,
+//! `page_alloc/pcp/large_resident.rs`). It is kept first — what it holds
+//! is what the next wave writes again — and the zone keeps what is left;
+//! past the `keep` the cached blocks' pages past their first ones go back
+//! before whole blocks do; the zone's free pages go back 4 KiB at a time,
+//! as the lists' blocks are a cache and do not make the heap dense
+//! (`zone/thp.rs`). The end of a storm of short threads looks like the
+//! end of each of its waves, so every wave's end leaves at most the
+//! `keep` and a step — the last exit's give-back too, which another's
+//! under way may not skip (`tick.rs` runs it when that one is done).
+//!
 //! With the background thread running, the tick gives memory back a tick
 //! after it went idle, and nothing here runs but what the memory cgroup's
 //! limit calls for (`memcg.rs`).
@@ -96,6 +109,14 @@ pub fn waiting_bytes() -> usize {
     zone_waiting() + HUGE.cached_bytes()
 }
 
+/// What a thread's exit leaves waiting besides: what the pagesets' large
+/// lists may hold resident (their mirrors) — a thread pool's cache for its
+/// next wave.
+#[inline]
+fn exit_waiting() -> usize {
+    PAGES.pagesets.large_waiting() * PAGE_SIZE
+}
+
 /// How far past a `keep` memory may wait before a free gives it back: one
 /// give-back per eighth of `keep` (at least 1 MiB) freed, not one per
 /// free.
@@ -143,14 +164,17 @@ pub fn due() -> bool {
     zone_waiting() > keep + zone_step(keep) || HUGE.cached_bytes() > huge_keep + step(huge_keep)
 }
 
-/// [`due`], or, at a thread's exit while nothing given back was needed
-/// again, more than `KEEP_MIN` and a step on the pagesets, where the
-/// exiting thread's caches went (adding them up takes every pageset's
-/// lock: fine once a thread).
+/// [`due`] counting what a thread's exit leaves waiting too
+/// (`exit_waiting`), or, while nothing given back was needed again, more
+/// than `KEEP_MIN` and a step on the pagesets, where the exiting thread's
+/// caches went (adding them up takes every pageset's lock: fine once a
+/// thread).
 pub fn due_at_exit() -> bool {
+    let keep = KEEP.load(Relaxed).min(keep_max(true));
     due()
+        || zone_waiting() + exit_waiting() > keep + step(keep)
         || (KEEP.load(Relaxed) == KEEP_MIN
-            && PAGES.pagesets.total_count() * PAGE_SIZE > KEEP_MIN + step(KEEP_MIN))
+            && PAGES.pagesets.waiting_pages() * PAGE_SIZE > KEEP_MIN + step(KEEP_MIN))
 }
 
 /// The most the zone's `keep` may be now: the dirty limit (what the
@@ -165,12 +189,16 @@ pub fn due_at_exit() -> bool {
 /// (5,000 short threads left 66-86 MiB resident, not 12).
 fn keep_max(at_exit: bool) -> usize {
     let z = &PAGES.zone;
+    // Blocks cached on the pagesets' large lists are not in use: counted
+    // as such, a thread pool's cache between two waves would let the
+    // `keep` grow past the memory the program uses.
+    let cached = PAGES.pagesets.large_pages() * z.dirty_ratio() / 100;
     let most = if z.dirty_ratio() == 0 {
         KEEP_MAX
     } else if at_exit {
-        (z.dirty_limit_now() * PAGE_SIZE).max(KEEP_MAX)
+        (z.dirty_limit_now().saturating_sub(cached) * PAGE_SIZE).max(KEEP_MAX)
     } else {
-        (z.dirty_limit() * PAGE_SIZE).max(KEEP_MAX)
+        (z.dirty_limit().saturating_sub(cached) * PAGE_SIZE).max(KEEP_MAX)
     };
     most.min(cgroup_share())
 }
@@ -225,14 +253,22 @@ fn zone_charged() -> usize {
 /// caller holds the tick lock (`tick.rs`): one give-back at a time, none
 /// while a tick runs or the allocator is held still. Never changes errno.
 pub fn give_back() {
-    give_back_with(false);
+    give_back_with(false, tls::exited());
+}
+
+/// [`give_back`] as at a thread's exit, whichever thread runs it: the
+/// exit's give-back that found the tick lock taken is run by its holder
+/// (`tick.rs`), so the last thread of a storm never leaves its wave's
+/// memory waiting.
+pub fn give_back_at_exit() {
+    give_back_with(false, true);
 }
 
 /// [`give_back`], and everything the caches hold goes too, as when
 /// nothing given back was needed again: the memory cgroup's limit is near
 /// (`memcg.rs`).
 pub fn give_back_everything() {
-    give_back_with(true);
+    give_back_with(true, tls::exited());
 }
 
 /// Whether the caches hold more than the memory cgroup's headroom allows
@@ -244,10 +280,9 @@ pub fn over_cgroup_share() -> bool {
     share < usize::MAX / 2 && waiting_bytes() + PAGES.pagesets.total_count() * PAGE_SIZE > share
 }
 
-fn give_back_with(everything: bool) {
+fn give_back_with(everything: bool, at_exit: bool) {
     let saved = sys::errno();
     note_huge_bytes();
-    let at_exit = tls::exited();
     // What the last give-back released and the program has charged again
     // since (charges only grow by what is handed out: a refault, or
     // growth), for each.
@@ -290,11 +325,25 @@ fn give_back_with(everything: bool) {
     } else {
         0
     };
+    // At an exit, the pagesets' large lists first: they serve the next
+    // wave's requests as they are. The zone keeps what is left of `keep`.
+    let (kept, pcp_released) = if at_exit {
+        PAGES
+            .pagesets
+            .release_large_down_to(&PAGES.zone, keep / PAGE_SIZE)
+    } else {
+        (0, 0)
+    };
+    let zone_keep = keep.saturating_sub(kept * PAGE_SIZE);
+    // The blocks on the lists are a cache, not use: the zone's free pages
+    // go back 4 KiB at a time unless what is in use makes the heap dense.
     let waiting = zone_waiting();
-    let released = if waiting > keep + zone_step(keep) {
-        let released = PAGES.zone.release_down_to(keep / PAGE_SIZE);
+    let zone_released = if waiting > zone_keep + zone_step(keep) {
+        let released = PAGES
+            .zone
+            .release_down_to(zone_keep / PAGE_SIZE, PAGES.pagesets.large_pages());
         let shift = STEP_SHIFT.load(Relaxed);
-        if released < (waiting - keep) / 4 {
+        if released < (waiting - zone_keep) / 4 {
             STEP_SHIFT.store((shift + 1).min(STEP_SHIFT_MAX), Relaxed);
         } else if shift != 0 {
             STEP_SHIFT.store(0, Relaxed);
@@ -303,6 +352,7 @@ fn give_back_with(everything: bool) {
     } else {
         0
     };
+    let released = pcp_released * PAGE_SIZE + zone_released;
     if quiet {
         // Whole blocks already given back go offline (their descriptors
         // and address space), as after idle ticks.

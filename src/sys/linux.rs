@@ -1,6 +1,7 @@
 //! Linux backend of the platform contract (see `sys/mod.rs`).
 
 use core::ptr;
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::geometry::PAGE_SIZE;
 
@@ -280,6 +281,83 @@ pub fn release(p: *mut u8, len: usize) -> bool {
     let _e = KeepErrno::new();
     // SAFETY: the range is ours and holds no live data (contract).
     unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) == 0 }
+}
+
+/// Ranges one [`release_many`] system call takes.
+const RELEASE_BATCH: usize = 64;
+/// `process_madvise` refused the calling process's pidfd, or the advice
+/// (before Linux 6.13/6.15): one madvise a range from then on.
+static NO_BATCHED_RELEASE: AtomicBool = AtomicBool::new(false);
+/// The pidfd that names the calling process (`PIDFD_SELF`, Linux 6.15):
+/// unlike a pidfd opened once, it still names the caller after a fork.
+const PIDFD_SELF: libc::c_int = -10000;
+
+/// Gives the physical memory behind each of `ranges` (address, length)
+/// back to the OS, as [`release`] does one: up to [`RELEASE_BATCH`] a
+/// system call (`process_madvise` on the calling process), which also
+/// flushes the other CPUs' TLBs once for all of them rather than once a
+/// range — a madvise of a few resident pages costs a cross-CPU interrupt
+/// while another thread runs; where the kernel refuses that, one madvise
+/// a range. Returns how many of the ranges, from the first, were
+/// released.
+pub fn release_many(ranges: &[(usize, usize)]) -> usize {
+    let _e = KeepErrno::new();
+    let mut done = 0;
+    while done < ranges.len() && !NO_BATCHED_RELEASE.load(Relaxed) {
+        let chunk = &ranges[done..(done + RELEASE_BATCH).min(ranges.len())];
+        let mut iov = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; RELEASE_BATCH];
+        let mut total = 0;
+        for (v, &(a, len)) in iov.iter_mut().zip(chunk) {
+            v.iov_base = a as *mut libc::c_void;
+            v.iov_len = len;
+            total += len;
+        }
+        // SAFETY: the iovecs describe ranges that are ours and hold no
+        // live data (contract); the kernel only reads the array.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_process_madvise,
+                PIDFD_SELF,
+                iov.as_ptr(),
+                chunk.len(),
+                libc::MADV_DONTNEED,
+                0,
+            )
+        };
+        if r < 0 {
+            NO_BATCHED_RELEASE.store(true, Relaxed);
+            break;
+        }
+        // The kernel advises the ranges in order and stops at the first
+        // it cannot: count the whole ones, and go on after them.
+        let mut advised = r as usize;
+        let mut whole = 0;
+        for &(_, len) in chunk {
+            if advised < len {
+                break;
+            }
+            advised -= len;
+            whole += 1;
+        }
+        done += whole;
+        if (r as usize) < total {
+            // A range the batch stopped at: madvise says why, or does it.
+            if !release(ranges[done].0 as *mut u8, ranges[done].1) {
+                return done;
+            }
+            done += 1;
+        }
+    }
+    for &(a, len) in &ranges[done..] {
+        if !release(a as *mut u8, len) {
+            return done;
+        }
+        done += 1;
+    }
+    done
 }
 
 /// Asks the kernel for transparent huge pages on `[p, p+len)`

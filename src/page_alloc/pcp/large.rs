@@ -10,8 +10,9 @@
 //! class on that CPU takes it as it is. The lists self-tune as a pageset
 //! does (seed 000), in pages:
 //!
-//! - `high` bounds the pages held; a free past it gives the coldest blocks
-//!   back to the zone, and remembers them in `missed`;
+//! - `high` bounds what the lists hold resident ([`LargeLists::waiting`],
+//!   below); a free past it gives the coldest blocks back to the zone,
+//!   and remembers them in `missed`;
 //! - a miss (a refill from the zone) grows `high` by what it takes, as far
 //!   as blocks were given back for lack of room since the last tick — the
 //!   refill half of patch 7 — up to `high_max`, never under BELOW_HIGH;
@@ -22,6 +23,12 @@
 //! - each tick `high` decays by an eighth towards `high_min` and the excess
 //!   goes back (`decay_pcp_high`); an idle pageset is drained whole.
 //!
+//! `high` counts a block's pages until the block is measured, then its
+//! resident pages (`large_resident.rs`): a block handed out whole and
+//! written in part costs what was written, so the lists can keep a
+//! thread pool's blocks from one wave to the next, and the give-back at a
+//! thread's exit takes back what they hold resident past its `keep`.
+//!
 //! `high_min` is the pageset's own, at least [`LARGE_HIGH_MIN_PAGES`];
 //! `high_max` half the pages in use, split over the CPUs, at least 8 MiB —
 //! of the heap as it is, not of the machine, so a small heap caches
@@ -29,14 +36,18 @@
 //!
 //! Invariants (checked by `Pageset::check`): `count` = Σ pages of the
 //! blocks on the lists; every block on list `c` is a `PcpLarge` head of
-//! `class_pages(c)` pages.
+//! `class_pages(c)` pages; and the residency counts of
+//! `large_resident.rs`.
 
 use crate::geometry::MAX_ORDER_PAGES;
-use crate::page::{LargeBlock, Page, PageKind, PageList};
-use crate::page_alloc::classes::{class_pages, migratetype_for, NR_LARGE_CLASSES};
+use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
+
+use super::large_resident::{Lists, Residency};
+use crate::page_alloc::classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::watermark::PcpParams;
 use crate::page_alloc::zone::{Grow, Zone};
+use crate::section::page_addr;
 
 /// The least `high` of the large lists: one 1 MiB block's worth.
 pub const LARGE_HIGH_MIN_PAGES: usize = 512;
@@ -64,14 +75,19 @@ pub struct LargeCounters {
     pub free_high: u64,
     /// Misses served by a block taken from another pageset's lists.
     pub steals: u64,
+    /// Pages of blocks given back to the OS from the lists (their
+    /// resident pages released, the blocks to the zone).
+    pub released_pages: u64,
 }
 
 /// The state of a pageset's large lists (see the module docs). Guarded by
 /// the pageset lock.
 pub struct LargeLists {
-    lists: [PageList; NR_LARGE_CLASSES],
+    lists: Lists,
     /// Pages on the lists.
     pub count: usize,
+    /// What the lists hold resident (`large_resident.rs`).
+    res: Residency,
     /// Above it, frees go back to the zone (0: not set up yet).
     pub high: usize,
     /// Pages given back for lack of room since the last tick.
@@ -116,6 +132,7 @@ impl LargeLists {
         LargeLists {
             lists: [const { PageList::new() }; NR_LARGE_CLASSES],
             count: 0,
+            res: Residency::new(),
             high: 0,
             missed: 0,
             free_count: 0,
@@ -128,8 +145,126 @@ impl LargeLists {
                 drained_pages: 0,
                 free_high: 0,
                 steals: 0,
+                released_pages: 0,
             },
         }
+    }
+
+    /// What the lists may hold resident, in pages (`large_resident.rs`):
+    /// the measured blocks' resident pages and the others' every page.
+    /// `high` bounds this.
+    #[inline]
+    pub fn waiting(&self) -> usize {
+        self.res.waiting()
+    }
+
+    /// Blocks measured so far.
+    pub fn measured(&self) -> u64 {
+        self.res.measured
+    }
+
+    /// What the measured blocks hold resident.
+    pub fn resident_measured(&self) -> usize {
+        self.res.resident
+    }
+
+    /// Counts block `p` of class `class`, just put on its list.
+    ///
+    /// # Safety
+    /// `p` is a PcpLarge block on list `class` with `resident` set.
+    #[inline]
+    unsafe fn count_in(&mut self, p: *mut Page, class: usize) {
+        self.count += class_pages(class);
+        // SAFETY: forwarded contract.
+        unsafe { self.res.count_in(p, class) };
+    }
+
+    /// Takes block `p` of `pages` pages, just unlinked, out of the counts.
+    /// Returns what it counted for in [`waiting`](Self::waiting).
+    ///
+    /// # Safety
+    /// `p` was on the lists.
+    #[inline]
+    unsafe fn uncount(&mut self, p: *mut Page, pages: usize) -> usize {
+        self.count -= pages;
+        // SAFETY: forwarded contract.
+        unsafe { self.res.uncount(p, pages) }
+    }
+
+    /// Measures the blocks freed since the lists were last measured
+    /// (`Residency::measure`). Returns the pages measured and how many
+    /// were resident.
+    pub fn measure(&mut self, zone: &Zone, always: bool) -> (usize, usize) {
+        self.res.measure(&self.lists, zone, always)
+    }
+
+    /// Takes the blocks not measured off the lists onto `out`, uncounted,
+    /// with kind `None`, for the caller to measure without the pageset
+    /// lock and put back ([`put_back_measured`](Self::put_back_measured)).
+    pub fn take_unmeasured(&mut self, out: &mut PageList) {
+        for c in 0..NR_LARGE_CLASSES {
+            let n = class_pages(c);
+            let mut p = self.lists[c].first();
+            while self.res.unmeasured_blocks[c] > 0 && !p.is_null() {
+                // SAFETY: the lists hold our blocks (lock held by the
+                // caller); one taken off is ours.
+                unsafe {
+                    let next = (*p).next;
+                    if (*p.cast::<LargeBlock>()).resident == NOT_MEASURED {
+                        self.lists[c].remove(p);
+                        self.uncount(p, n);
+                        (*p).set_kind(PageKind::None);
+                        out.push_back(p);
+                    }
+                    p = next;
+                }
+            }
+        }
+    }
+
+    /// Puts back block `p`, taken by [`take_unmeasured`](Self::take_unmeasured)
+    /// and measured since, at the front of its list.
+    ///
+    /// # Safety
+    /// `p` came off these lists that way, with `resident` and `head` set.
+    pub unsafe fn put_back_measured(&mut self, zone: &Zone, p: *mut Page) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            let b = p.cast::<LargeBlock>();
+            let pages = (*b).pages as usize;
+            let class = class_of(pages);
+            self.res
+                .note_measured(zone, pages, usize::from((*b).resident));
+            (*p).set_kind(PageKind::PcpLarge);
+            self.lists[class].push_front(p);
+            self.count_in(p, class);
+        }
+    }
+
+    /// Takes blocks off the lists for the give-back
+    /// (`Residency::take_for_release`). Returns what they counted for.
+    pub fn take_for_release(
+        &mut self,
+        zone: &Zone,
+        keep: usize,
+        whole: &mut PageList,
+        rest: &mut PageList,
+    ) -> usize {
+        let (taken, pages) = self
+            .res
+            .take_for_release(&mut self.lists, zone, keep, whole, rest);
+        self.count -= pages;
+        taken
+    }
+
+    /// Puts back a block taken for its rest (`Residency::put_back_head`).
+    ///
+    /// # Safety
+    /// As `Residency::put_back_head`.
+    pub unsafe fn put_back_head(&mut self, p: *mut Page, class: usize, released: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { self.res.put_back_head(&mut self.lists, p, class, released) };
+        self.count += class_pages(class);
     }
 
     /// A block of class `class` (MOVABLE) from the lists, the common case:
@@ -200,7 +335,7 @@ impl LargeLists {
                 list.pop_front()
             };
             if !p.is_null() {
-                self.count -= class_pages(c);
+                self.uncount(p, class_pages(c));
                 (*p).set_kind(PageKind::None);
             }
             p
@@ -246,9 +381,11 @@ impl LargeLists {
         // SAFETY: got holds the n blocks just taken, ours.
         let p = unsafe { got.pop_front() };
         for _ in 1..n {
-            // SAFETY: as above; the rest are cached on the class's list.
+            // SAFETY: as above; the rest are cached on the class's list,
+            // what they hold not known.
             unsafe {
                 let q = got.pop_front();
+                (*q.cast::<LargeBlock>()).resident = NOT_MEASURED;
                 self.cache(q, class, pages);
             }
         }
@@ -256,7 +393,8 @@ impl LargeLists {
     }
 
     /// Caches the blocks of class `class` that [`steal`](Self::steal)
-    /// took from another pageset's lists for this one.
+    /// took from another pageset's lists for this one, measured or not as
+    /// they were there.
     ///
     /// # Safety
     /// Every block of `blocks` heads an exact block of
@@ -286,15 +424,17 @@ impl LargeLists {
     /// cached): `batch` pages' worth, 1 to [`LARGE_REFILL_MAX`], and no
     /// more than the caller's plus what fits under `high`.
     fn batch_blocks(&self, pages: usize, batch: usize, high: usize) -> usize {
-        let room = high.saturating_sub(self.count) / pages;
+        let room = high.saturating_sub(self.waiting()) / pages;
         (batch / pages).clamp(1, LARGE_REFILL_MAX).min(room + 1)
     }
 
-    /// Puts block `p` of class `class` on its list.
+    /// Puts block `p` of class `class` on its list, counted as its
+    /// `resident` and `head` say (`large_resident.rs`).
     ///
     /// # Safety
     /// `p` heads an exact block of `class_pages(class)` pages the caller
-    /// owns and hands over; its other descriptors are `None`.
+    /// owns and hands over, with `resident` set (`NOT_MEASURED`, or as
+    /// measured with `head`); its other descriptors are `None`.
     unsafe fn cache(&mut self, p: *mut Page, class: usize, pages: usize) {
         // SAFETY: forwarded contract; the head becomes a cached block.
         unsafe {
@@ -302,14 +442,15 @@ impl LargeLists {
             (*b).pages = pages as u32;
             (*p).set_kind(PageKind::PcpLarge);
             self.lists[class].push_front(p);
+            self.count_in(p, class);
         }
-        self.count += pages;
     }
 
     /// Frees block `p` of class `class` to its list; gives blocks back to
     /// the zone when the lists hold more than `high`, or for free_high
     /// (whose cut of `high` reads the zone's `batch`). Returns the pages
-    /// given back.
+    /// given back. A block measured on its way here counts towards the
+    /// tick's measurements (`large_resident.rs`).
     ///
     /// # Safety
     /// As [`cache`](Self::cache).
@@ -328,16 +469,32 @@ impl LargeLists {
             self.high = high_min;
         }
         // SAFETY: forwarded contract.
-        unsafe { self.cache(p, class, pages) };
+        unsafe {
+            let r = (*p.cast::<LargeBlock>()).resident;
+            if r != NOT_MEASURED {
+                self.res.note_measured(zone, pages, usize::from(r));
+            }
+            self.cache(p, class, pages);
+        }
         self.c.free += 1;
         self.free_count = (self.free_count + pages).min(MAX_ORDER_PAGES << 8);
-        if self.free_count >= 2 * self.high && self.count > high_min {
-            let k = knobs();
-            if k.heuristics.has(heuristic::FREE_COUNT) {
-                return self.free_high(zone, &k, class);
+        if self.free_count >= 2 * self.high && self.waiting() > high_min {
+            // What was freed may hold little: blocks handed out whole and
+            // written in part (a thread pool's buffers, freed as a wave
+            // ends). Freed pages count as much as the blocks just looked
+            // at held resident.
+            let (pages, resident) = self.measure(zone, false);
+            if let Some(held) = (self.free_count * resident).checked_div(pages) {
+                self.free_count = held;
+            }
+            if self.free_count >= 2 * self.high && self.waiting() > high_min {
+                let k = knobs();
+                if k.heuristics.has(heuristic::FREE_COUNT) {
+                    return self.free_high(zone, &k, class);
+                }
             }
         }
-        if self.count > self.high {
+        if self.waiting() > self.high {
             return self.drain_over_high(zone, class);
         }
         0
@@ -352,7 +509,7 @@ impl LargeLists {
         let cut = (zone.pcp_params().batch as usize) << k.batch_scale_max;
         self.high = self.high.saturating_sub(cut).max(self.high_min);
         self.free_count = 0;
-        self.drain(zone, self.count - self.high_min, class)
+        self.drain(zone, self.waiting() - self.high_min, class).0
     }
 
     /// Past `high`: gives back down to `high - high >> LARGE_DRAIN_SHIFT`
@@ -361,8 +518,8 @@ impl LargeLists {
     #[inline(never)]
     fn drain_over_high(&mut self, zone: &Zone, class: usize) -> usize {
         let target = self.high - (self.high >> LARGE_DRAIN_SHIFT);
-        let drained = self.drain(zone, self.count - target, class);
-        self.missed += drained;
+        let (drained, held) = self.drain(zone, self.waiting() - target, class);
+        self.missed += held;
         drained
     }
 
@@ -376,25 +533,29 @@ impl LargeLists {
         if self.high > high_min {
             self.high = (self.high - (self.high >> LARGE_HIGH_DECAY_SHIFT)).max(high_min);
         }
-        if self.count > self.high {
-            let over = self.count - self.high;
-            return self.drain(zone, over, 0);
+        if self.waiting() > self.high {
+            let over = self.waiting() - self.high;
+            return self.drain(zone, over, 0).0;
         }
         0
     }
 
-    /// Gives at least `pages` pages back to the zone (everything for
-    /// `usize::MAX`), coldest blocks first, starting with class `first`,
-    /// in one zone-lock hold. Returns the pages given back.
-    pub fn drain(&mut self, zone: &Zone, pages: usize, first: usize) -> usize {
-        if self.count == 0 || pages == 0 {
-            return 0;
+    /// Gives blocks back to the zone, coldest first, starting with class
+    /// `first`, in one zone-lock hold, until they held `want` of
+    /// [`waiting`](Self::waiting) (everything for `usize::MAX`). Returns
+    /// the pages given back and what they held.
+    pub fn drain(&mut self, zone: &Zone, want: usize, first: usize) -> (usize, usize) {
+        if self.count == 0 || want == 0 {
+            return (0, 0);
         }
-        let mut freed = 0;
+        let (mut freed, mut held) = (0, 0);
         let mut z = zone.lock();
         let mut class = first;
         let mut empty_in_a_row = 0;
-        while freed < pages && self.count > 0 && empty_in_a_row < NR_LARGE_CLASSES {
+        while (held < want || want == usize::MAX)
+            && self.count > 0
+            && empty_in_a_row < NR_LARGE_CLASSES
+        {
             if self.lists[class].is_empty() {
                 empty_in_a_row += 1;
                 class = (class + 1) % NR_LARGE_CLASSES;
@@ -406,11 +567,11 @@ impl LargeLists {
             // lock held by the caller).
             unsafe {
                 let p = self.lists[class].pop_back();
+                held += self.uncount(p, n);
                 (*p).set_kind(PageKind::None);
-                let clean = (*p).flags & crate::page::flags::CLEAN != 0;
-                z.free_range(crate::section::page_addr(p), n, clean);
+                let clean = (*p).flags & flags::CLEAN != 0;
+                z.free_range(page_addr(p), n, clean);
             }
-            self.count -= n;
             freed += n;
             if self.lists[class].is_empty() {
                 class = (class + 1) % NR_LARGE_CLASSES;
@@ -418,12 +579,18 @@ impl LargeLists {
         }
         drop(z);
         self.c.drained_pages += freed as u64;
-        freed
+        (freed, held)
+    }
+
+    /// Gives every block back to the zone. Returns the pages given back.
+    pub fn drain_all(&mut self, zone: &Zone) -> usize {
+        self.drain(zone, usize::MAX, 0).0
     }
 
     /// Checks the lists against `count`; returns the pages held.
     pub fn check(&self) -> usize {
-        let mut pages = 0;
+        let (mut pages, mut unmeasured, mut resident, mut rest) = (0, 0, 0, 0);
+        let mut unmeasured_blocks = [0u32; NR_LARGE_CLASSES];
         for (class, list) in self.lists.iter().enumerate() {
             // SAFETY: list elements are our blocks; the pageset lock is held.
             unsafe { list.check() };
@@ -431,6 +598,19 @@ impl LargeLists {
             while !p.is_null() {
                 // SAFETY: as above.
                 unsafe {
+                    let r = (*p.cast::<LargeBlock>()).resident;
+                    if r == NOT_MEASURED {
+                        unmeasured += class_pages(class);
+                        unmeasured_blocks[class] += 1;
+                    } else {
+                        let h = (*p.cast::<LargeBlock>()).head;
+                        assert!(
+                            h <= r && r as usize <= class_pages(class),
+                            "more resident than pages, or a head longer than that"
+                        );
+                        resident += r as usize;
+                        rest += usize::from(r - h);
+                    }
                     assert_eq!(
                         (*p).kind(),
                         PageKind::PcpLarge,
@@ -449,6 +629,16 @@ impl LargeLists {
         assert_eq!(
             pages, self.count,
             "large lists' count disagrees with the lists"
+        );
+        assert_eq!(
+            (unmeasured, resident, rest, unmeasured_blocks),
+            (
+                self.res.unmeasured,
+                self.res.resident,
+                self.res.rest,
+                self.res.unmeasured_blocks
+            ),
+            "large lists' measured counts disagree with the lists"
         );
         pages
     }

@@ -6,11 +6,14 @@
 //!   free_unref_page_commit, nr_pcp_high, nr_pcp_free, decay_pcp_high).
 //! - `pageset.rs`: a pageset, its lists and lock, refill and bulk free.
 //! - `large.rs`: a pageset's lists of exact-size large blocks.
+//! - `large_resident.rs`: what those lists hold resident (measured), and
+//!   how it goes back to the OS.
 //! - `pageset_large.rs`: a pageset's entry points to those lists.
 //! - `pool.rs`: where pagesets live (per CPU, or per thread) and how the
 //!   maintenance tick and drain-all reach every one of them.
 
 pub mod large;
+mod large_resident;
 pub mod pageset;
 mod pageset_large;
 pub mod pool;

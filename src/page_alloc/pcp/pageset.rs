@@ -11,7 +11,7 @@
 //! spirit, seed 000 patch 4).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::geometry::{NR_PCP_ORDERS, PAGE_ALLOC_COSTLY_ORDER};
 use crate::page::{
@@ -74,6 +74,12 @@ pub struct PcpCounters {
     pub large_count: u64,
     /// The large lists' high now.
     pub large_high: u64,
+    /// What the large lists may hold resident now, in pages (`waiting`).
+    pub large_resident: u64,
+    /// Large blocks measured (mincore) on the lists.
+    pub large_measured: u64,
+    /// Pages of large blocks the lists gave back to the OS (give-back).
+    pub large_released_pages: u64,
 }
 
 /// The lock-guarded part of a pageset.
@@ -108,6 +114,10 @@ pub struct Pageset {
     pub(crate) next_all: AtomicPtr<Pageset>,
     /// Next pageset on the pool's free list (thread mode).
     pub(crate) next_free: AtomicPtr<Pageset>,
+    /// The large lists' `waiting()` and `count` as of the last lock
+    /// release, for looks without the lock (the give-back's).
+    large_waiting: AtomicUsize,
+    large_pages: AtomicUsize,
     inner: UnsafeCell<PagesetInner>,
 }
 
@@ -141,6 +151,15 @@ impl core::ops::DerefMut for PagesetGuard<'_> {
 impl Drop for PagesetGuard<'_> {
     #[inline]
     fn drop(&mut self) {
+        // Stored only when changed: a store takes the line from readers.
+        let waiting = self.large.waiting();
+        if self.ps.large_waiting.load(Relaxed) != waiting {
+            self.ps.large_waiting.store(waiting, Relaxed);
+        }
+        let pages = self.large.count;
+        if self.ps.large_pages.load(Relaxed) != pages {
+            self.ps.large_pages.store(pages, Relaxed);
+        }
         // SAFETY: the guard holds the lock the way it records.
         unsafe {
             match self.owner {
@@ -160,6 +179,8 @@ impl Pageset {
             lock_busy: AtomicU64::new(0),
             next_all: AtomicPtr::new(core::ptr::null_mut()),
             next_free: AtomicPtr::new(core::ptr::null_mut()),
+            large_waiting: AtomicUsize::new(0),
+            large_pages: AtomicUsize::new(0),
             inner: UnsafeCell::new(PagesetInner {
                 s: PcpState {
                     count: 0,
@@ -190,6 +211,9 @@ impl Pageset {
                     large_steals: 0,
                     large_count: 0,
                     large_high: 0,
+                    large_resident: 0,
+                    large_measured: 0,
+                    large_released_pages: 0,
                 },
                 large: LargeLists::new(),
                 last_activity: 0,
@@ -365,7 +389,7 @@ impl Pageset {
             let mut to_drain = tune::decay_pcp_high(&mut g.s, &params, k);
             let large = if g.idle_ticks >= PCP_EXPIRE_TICKS {
                 to_drain = g.s.count;
-                g.large.drain(zone, usize::MAX, 0)
+                g.large.drain_all(zone)
             } else {
                 g.large.tick(zone, &params)
             };
@@ -388,7 +412,7 @@ impl Pageset {
         let batch = zone.pcp_params().batch.max(1) as i32;
         let mut total = 0;
         if let Some(mut g) = self.enter(true) {
-            total += g.large.drain(zone, usize::MAX, 0);
+            total += g.large.drain_all(zone);
         }
         loop {
             let Some(mut g) = self.enter(true) else {
@@ -406,7 +430,7 @@ impl Pageset {
     pub fn drain(&self, zone: &Zone) -> usize {
         let (count, batch, large) = {
             let mut g = self.lock();
-            let large = g.large.drain(zone, usize::MAX, 0);
+            let large = g.large.drain_all(zone);
             (g.s.count, zone.pcp_params().batch.max(1) as i32, large)
         };
         let mut total = large + self.drain_chunks(zone, count, batch);
@@ -435,6 +459,26 @@ impl Pageset {
         total
     }
 
+    /// What the large lists may hold resident, in pages (a racy read:
+    /// `LargeLists::waiting` as of the last lock release).
+    #[inline]
+    pub fn large_waiting(&self) -> usize {
+        self.large_waiting.load(Relaxed)
+    }
+
+    /// Pages on the large lists (a racy read, as `large_waiting`).
+    #[inline]
+    pub fn large_pages(&self) -> usize {
+        self.large_pages.load(Relaxed)
+    }
+
+    /// What this pageset may hold resident, in pages: the order lists'
+    /// pages and what the large lists may hold (`LargeLists::waiting`).
+    pub fn waiting(&self) -> usize {
+        let g = self.lock();
+        g.s.count.max(0) as usize + g.large.waiting()
+    }
+
     /// Pages cached now (order lists and large lists).
     pub fn count(&self) -> usize {
         let g = self.lock();
@@ -454,6 +498,9 @@ impl Pageset {
         c.large_steals = l.c.steals;
         c.large_count = l.count as u64;
         c.large_high = l.high as u64;
+        c.large_resident = l.waiting() as u64;
+        c.large_measured = l.measured();
+        c.large_released_pages = l.c.released_pages;
         (g.s, c)
     }
 

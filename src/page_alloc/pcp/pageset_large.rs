@@ -7,12 +7,19 @@
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
-use crate::page::{Page, PageList};
-use crate::page_alloc::classes::{class_pages, migratetype_for};
+use crate::geometry::PAGE_SIZE;
+use crate::page::{flags, LargeBlock, Page, PageList, NOT_MEASURED};
+use crate::page_alloc::classes::{class_of, class_pages, migratetype_for};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::{Grow, Zone};
+use crate::section::page_addr;
+use crate::sys;
 
+use super::large_resident::{measure_block, Residency};
 use super::pageset::{Pageset, PagesetGuard};
+
+/// Blocks given back to the OS per zone-lock hold.
+const RELEASE_BATCH: usize = 16;
 
 impl Pageset {
     /// Allocates an exact-size large block of `class` (MOVABLE), or of a
@@ -154,6 +161,11 @@ impl Pageset {
         knobs: impl Fn() -> Knobs,
         owner: bool,
     ) -> bool {
+        for &head in heads {
+            // SAFETY: the caller owns the block (contract); what it holds
+            // is not known yet.
+            unsafe { (*head.cast::<LargeBlock>()).resident = NOT_MEASURED };
+        }
         let Some(mut g) = self.enter(owner) else {
             // SAFETY: forwarded contract.
             unsafe { self.free_large_busy(zone, heads, class) };
@@ -191,11 +203,141 @@ impl Pageset {
         unsafe { zone.free_exact_many(heads, pages) };
     }
 
+    /// Measures what the large lists hold and brings it to at most `keep`
+    /// pages resident (`LargeLists::take_for_release`): the blocks taken
+    /// whole go back to the zone clean, the others' pages past their
+    /// heads go back to the OS and the blocks to their lists. The
+    /// releases run without the pageset lock, many a system call
+    /// (`sys::release_many`). Returns the pages the lists still hold
+    /// resident and the resident pages given back.
+    pub fn release_large(&self, zone: &Zone, keep: usize) -> (usize, usize) {
+        self.measure_large(zone);
+        let (mut whole, mut rest) = (PageList::new(), PageList::new());
+        {
+            let mut g = self.lock();
+            if g.large.take_for_release(zone, keep, &mut whole, &mut rest) == 0 {
+                return (g.large.waiting(), 0);
+            }
+        }
+        let mut released_pages = 0;
+        let mut given = 0;
+        while !whole.is_empty() || !rest.is_empty() {
+            let mut blocks: [(*mut Page, bool); RELEASE_BATCH] =
+                [(ptr::null_mut(), false); RELEASE_BATCH];
+            let mut ranges = [(0usize, 0usize); RELEASE_BATCH];
+            let mut n = 0;
+            while n < RELEASE_BATCH && !(whole.is_empty() && rest.is_empty()) {
+                // SAFETY: the blocks taken off the lists are ours; a large
+                // block's head keeps its page count, and a measured one
+                // its head.
+                unsafe {
+                    let (p, all) = if whole.is_empty() {
+                        let p = rest.pop_front();
+                        // A block whose first page is not resident has
+                        // nothing worth keeping: it goes whole.
+                        (p, (*p.cast::<LargeBlock>()).head == 0)
+                    } else {
+                        (whole.pop_front(), true)
+                    };
+                    let pages = (*p.cast::<LargeBlock>()).pages as usize;
+                    ranges[n] = if all {
+                        (page_addr(p), pages * PAGE_SIZE)
+                    } else {
+                        Residency::rest_range(p)
+                    };
+                    blocks[n] = (p, all);
+                }
+                n += 1;
+            }
+            let ok = sys::release_many(&ranges[..n]);
+            for &(p, all) in &blocks[..ok] {
+                // SAFETY: still ours, as measured.
+                unsafe {
+                    let b = p.cast::<LargeBlock>();
+                    let kept = if all { 0 } else { (*b).head };
+                    given += usize::from((*b).resident - kept);
+                }
+            }
+            {
+                let mut z = zone.lock();
+                for (i, &(p, all)) in blocks[..n].iter().enumerate() {
+                    if !all {
+                        continue;
+                    }
+                    // SAFETY: an exact block of ours, unused; given back
+                    // to the OS it reads as zero (clean).
+                    unsafe {
+                        let pages = (*p.cast::<LargeBlock>()).pages as usize;
+                        let clean = i < ok;
+                        (*p).flags = if clean { flags::CLEAN } else { 0 };
+                        z.free_range(page_addr(p), pages, clean);
+                        if clean {
+                            z.inner.c.released_bytes += (pages * PAGE_SIZE) as u64;
+                            z.inner.c.release_events += 1;
+                            released_pages += pages;
+                        }
+                    }
+                }
+            }
+            let mut g = self.lock();
+            for (i, &(p, all)) in blocks[..n].iter().enumerate() {
+                if all {
+                    continue;
+                }
+                // SAFETY: a block taken for its rest, still ours, goes
+                // back to its list.
+                unsafe {
+                    let class = class_of((*p.cast::<LargeBlock>()).pages as usize);
+                    g.large.put_back_head(p, class, i < ok);
+                }
+            }
+        }
+        let mut g = self.lock();
+        g.large.c.released_pages += released_pages as u64;
+        g.large.c.drained_pages += released_pages as u64;
+        g.c.free_zone += released_pages as u64;
+        (g.large.waiting(), given)
+    }
+
+    /// Measures the blocks of the large lists freed since they were last
+    /// measured (`large_resident.rs`), without the pageset lock: they
+    /// leave the lists meanwhile, so frees on this CPU do not find the
+    /// lock busy and go to the zone.
+    fn measure_large(&self, zone: &Zone) {
+        let mut blocks = PageList::new();
+        {
+            let mut g = self.lock();
+            if g.large.waiting() == g.large.resident_measured() {
+                return;
+            }
+            g.large.take_unmeasured(&mut blocks);
+        }
+        let mut p = blocks.first();
+        while !p.is_null() {
+            // SAFETY: the blocks taken off the lists are ours.
+            unsafe {
+                let b = p.cast::<LargeBlock>();
+                let (r, h) = measure_block(p, (*b).pages as usize);
+                (*b).resident = r;
+                (*b).head = h;
+                p = (*p).next;
+            }
+        }
+        let mut g = self.lock();
+        while !blocks.is_empty() {
+            // SAFETY: as above; each goes back, measured.
+            unsafe {
+                let p = blocks.pop_front();
+                g.large.put_back_measured(zone, p);
+            }
+        }
+    }
+
     /// Gives every block of the large lists back to the zone. Returns the
     /// pages drained.
     pub fn drain_large(&self, zone: &Zone) -> usize {
         let mut g = self.lock();
-        let n = g.large.drain(zone, usize::MAX, 0);
+        let n = g.large.drain_all(zone);
         g.c.free_zone += n as u64;
         n
     }

@@ -271,6 +271,50 @@ impl PagesetPool {
         n
     }
 
+    /// What the large lists of the CPU pagesets may hold resident, in
+    /// pages (a racy sum of their mirrors, for the give-back's look). A
+    /// thread's own pageset is left to its owner, whose exit drains it.
+    pub fn large_waiting(&self) -> usize {
+        self.cpu_sets().iter().map(|ps| ps.large_waiting()).sum()
+    }
+
+    /// Pages on the large lists of the CPU pagesets (a racy sum).
+    pub fn large_pages(&self) -> usize {
+        self.cpu_sets().iter().map(|ps| ps.large_pages()).sum()
+    }
+
+    /// Brings what the large lists of the CPU pagesets hold resident to at
+    /// most `keep` pages: each measures what it holds, and if they hold
+    /// more in all, each gives back its coldest blocks down to its share
+    /// of `keep` (`Pageset::release_large`). Returns the pages they still
+    /// hold resident and the resident pages given back.
+    pub fn release_large_down_to(&self, zone: &Zone, keep: usize) -> (usize, usize) {
+        let sets = self.cpu_sets();
+        let mut total = 0;
+        for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
+            total += ps.release_large(zone, usize::MAX).0;
+        }
+        if total <= keep {
+            return (total, 0);
+        }
+        let (mut kept, mut released) = (0, 0);
+        for ps in sets.iter() {
+            let share = ps.large_waiting() * keep / total;
+            let (k, r) = ps.release_large(zone, share);
+            kept += k;
+            released += r;
+        }
+        (kept, released)
+    }
+
+    /// What all pagesets may hold resident, in pages: their order lists'
+    /// pages and what their large lists may hold (`LargeLists::waiting`).
+    pub fn waiting_pages(&self) -> usize {
+        let mut n = 0;
+        self.for_each(|ps| n += ps.waiting());
+        n
+    }
+
     /// Pages held by all pagesets (racy sum, for decisions and reports).
     pub fn total_count(&self) -> usize {
         let mut n = 0;

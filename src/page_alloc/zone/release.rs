@@ -74,9 +74,12 @@ impl Zone {
     /// at every order (see the module docs): the free blocks' pages that
     /// are not resident are uncharged first, with no madvise; resident
     /// blocks are released, largest and coldest first, only while more is
-    /// charged. Returns the resident bytes given back.
-    pub fn release_down_to(&self, keep: usize) -> usize {
-        self.release_blocks(0, keep, usize::MAX, 0, true)
+    /// charged. `cached` of the pages handed out are a cache (the
+    /// pagesets' large lists), not use: they do not make the heap dense
+    /// enough that only whole pageblocks go (`thp.rs`). Returns the
+    /// resident bytes given back.
+    pub fn release_down_to(&self, keep: usize, cached: usize) -> usize {
+        self.release_blocks(0, keep, usize::MAX, 0, Some(cached))
     }
 
     /// Gives back free blocks of at least `min_order` that stayed free for
@@ -92,20 +95,22 @@ impl Zone {
         want: usize,
         min_order: u32,
     ) -> usize {
-        self.release_blocks(idle_ticks, keep_dirty, want, min_order, false)
+        self.release_blocks(idle_ticks, keep_dirty, want, min_order, None)
     }
 
-    /// [`Zone::release`]; with `settle`, `keep_dirty` bounds every order
-    /// and what is charged is first brought to what is resident (see
-    /// [`Zone::release_down_to`]).
+    /// [`Zone::release`]; with `settle` (the cached pages of
+    /// [`Zone::release_down_to`]), `keep_dirty` bounds every order and what
+    /// is charged is first brought to what is resident.
     fn release_blocks(
         &self,
         idle_ticks: u32,
         keep_dirty: usize,
         want: usize,
         min_order: u32,
-        settle: bool,
+        settle: Option<usize>,
     ) -> usize {
+        let cached = settle.unwrap_or(0);
+        let settle = settle.is_some();
         // Blocks are isolated across lock holds: a fork must not see them
         // so (the child would never put them back).
         let Some(_inside) = self.release_gate.enter() else {
@@ -131,7 +136,8 @@ impl Zone {
                 // pageblock that is one, unless everything must (trim,
                 // reclaim: keep_dirty 0), the zone is under pressure, or
                 // the heap is no longer dense.
-                let whole_only = keep_dirty > 0 && !self.below_high() && self.keep_huge_whole(z);
+                let whole_only =
+                    keep_dirty > 0 && !self.below_high() && self.keep_huge_whole(z, cached);
                 'orders: for order in (min_order..=MAX_PAGE_ORDER).rev() {
                     if (settle || order < PAGEBLOCK_ORDER) && z.dirty_free() <= keep_dirty {
                         break;
@@ -191,10 +197,22 @@ impl Zone {
             if settle {
                 self.settle(&mut batch[..n], &mut give[..n], keep_dirty);
             }
+            // One system call for the batch where the kernel takes it
+            // (`sys::release_many`): a madvise a block flushed the other
+            // CPUs' TLBs once a block.
+            let mut ranges = [(0usize, 0usize); RELEASE_BATCH];
+            let mut which = [0usize; RELEASE_BATCH];
+            let mut nr = 0;
             for (i, &(p, order, _)) in batch[..n].iter().enumerate() {
                 if give[i] {
-                    released[i] = sys::release(page_addr(p) as *mut u8, PAGE_SIZE << order);
+                    ranges[nr] = (page_addr(p), PAGE_SIZE << order);
+                    which[nr] = i;
+                    nr += 1;
                 }
+            }
+            let ok = sys::release_many(&ranges[..nr]);
+            for &i in &which[..ok] {
+                released[i] = true;
             }
             // Huge-page advice taken back from pageblocks a release left
             // sparse, and given again to those released whole (`thp.rs`):

@@ -75,12 +75,18 @@ impl Zone {
     /// under `dense` while at least half the threshold's pages are handed
     /// out (not free in the zone) — a heap that has shrunk back is small
     /// again, and its pages go back 4 KiB at a time as under `never`.
-    pub(super) fn keep_huge_whole(&self, z: &ZoneInner) -> bool {
+    /// `cached` of the pages handed out are only a cache (the pagesets'
+    /// large lists) and count as free: after a storm of short threads the
+    /// lists held 110 MiB of blocks, resident in their first pages, and
+    /// the heap looked dense while its threads used 1 MiB.
+    pub(super) fn keep_huge_whole(&self, z: &ZoneInner, cached: usize) -> bool {
         match self.thp_policy() {
             ThpPolicy::Never => false,
             ThpPolicy::Always => self.thp_active(),
             ThpPolicy::Dense => {
-                self.thp_active() && (z.managed - z.free) << PAGE_SHIFT >= THP_DENSE_MIN_BYTES / 2
+                self.thp_active()
+                    && (z.managed - z.free).saturating_sub(cached) << PAGE_SHIFT
+                        >= THP_DENSE_MIN_BYTES / 2
             }
         }
     }
