@@ -337,8 +337,11 @@ fn give_back_with(everything: bool, at_exit: bool) {
     let zone_keep = keep.saturating_sub(kept * PAGE_SIZE);
     // The blocks on the lists are a cache, not use: the zone's free pages
     // go back 4 KiB at a time unless what is in use makes the heap dense.
+    // At an exit, where a program's work may wind down, the plain step:
+    // what a storm's last wave leaves is one `keep` and a step.
+    let zone_step = if at_exit { step(keep) } else { zone_step(keep) };
     let waiting = zone_waiting();
-    let zone_released = if waiting > zone_keep + zone_step(keep) {
+    let zone_released = if waiting > zone_keep + zone_step {
         let released = PAGES
             .zone
             .release_down_to(zone_keep / PAGE_SIZE, PAGES.pagesets.large_pages());
