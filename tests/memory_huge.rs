@@ -26,16 +26,14 @@ fn figure(run: &Run, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in\n{}", run.describe()))
 }
 
-/// Whether the kernel gives huge pages to a range that asks for them
-/// (without, advice changes nothing and the item 1 cases are moot).
-fn thp_available() -> bool {
-    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
-        Ok(s) if !s.contains("[never]") => true,
-        _ => {
-            skip("transparent huge pages are off or missing in this kernel");
-            false
-        }
-    }
+/// mem_huge_sparse with `args` on glibc and on pcpalloc: their VmRSS at
+/// the end (KiB), and pcpalloc's run.
+fn sparse_rss(args: &[&str]) -> (u64, u64, Run) {
+    let glibc = on_glibc("mem_huge_sparse", args);
+    glibc.assert_says("mem_huge_sparse ok");
+    let ours = on_pcpalloc("mem_huge_sparse", args, &[], QUICK);
+    ours.assert_says("mem_huge_sparse ok");
+    (figure(&glibc, "rss_kib"), figure(&ours, "rss_kib"), ours)
 }
 
 /// `program args` with RLIMIT_AS set to `limit` bytes in the child before
@@ -79,12 +77,7 @@ fn a_sparse_4_gib_array_holds_what_glibcs_holds() {
     // One case at a time: before, each held 4 GiB.
     for mode in ["malloc", "calloc"] {
         for stride in ["64", "2048"] {
-            let args = [mode, "4096", stride];
-            let glibc = on_glibc("mem_huge_sparse", &args);
-            glibc.assert_says("mem_huge_sparse ok");
-            let ours = on_pcpalloc("mem_huge_sparse", &args, &[], QUICK);
-            ours.assert_says("mem_huge_sparse ok");
-            let (g, p) = (figure(&glibc, "rss_kib"), figure(&ours, "rss_kib"));
+            let (g, p, ours) = sparse_rss(&[mode, "4096", stride]);
             assert!(
                 p <= g + g / 4 + 16 * 1024,
                 "{mode}(4 GiB), a byte every {stride} KiB: VmRSS {p} KiB, glibc {g} KiB\n{}",
@@ -101,12 +94,7 @@ fn four_live_sparse_tables_hold_what_glibcs_hold() {
     if !thp_available() {
         return;
     }
-    let args = ["calloc", "1024", "4096", "4"];
-    let glibc = on_glibc("mem_huge_sparse", &args);
-    glibc.assert_says("mem_huge_sparse ok");
-    let ours = on_pcpalloc("mem_huge_sparse", &args, &[], QUICK);
-    ours.assert_says("mem_huge_sparse ok");
-    let (g, p) = (figure(&glibc, "rss_kib"), figure(&ours, "rss_kib"));
+    let (g, p, ours) = sparse_rss(&["calloc", "1024", "4096", "4"]);
     assert!(
         p <= g + 16 * 1024,
         "4 tables: VmRSS {p} KiB, glibc {g} KiB\n{}",

@@ -42,17 +42,6 @@ fn thp_policy(policy: &str, mib: u64, wait: &str) -> Figures {
     Figures { heap, rollup, stat }
 }
 
-/// Whether the kernel gives huge pages to a range that asks for them.
-fn thp_available() -> bool {
-    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
-        Ok(s) if !s.contains("[never]") => true,
-        _ => {
-            skip("transparent huge pages are off or missing in this kernel");
-            false
-        }
-    }
-}
-
 /// `never`: no huge page in the heap, even where the system would give
 /// some (`enabled` = always): the report says 0 and so does the kernel.
 #[test]

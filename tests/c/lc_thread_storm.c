@@ -7,58 +7,15 @@
  * the rest. Then main sleeps 2 s without calling the allocator. With
  * PCPALLOC_BACKGROUND=0 and PCPALLOC_DECAY_MS=100 (set by the test) VmRSS
  * at the end must be within 16 MiB of its value before the storm. */
-#include "issue_common.h"
-
-#define WAVE_MAX 256
-#define SLOTS 64
-#define LEFT 4
-
-static _Atomic(void *) slots[SLOTS];
-static _Atomic unsigned long seq;
-static pthread_barrier_t bar;
-static size_t touch = 16 * KiB;
-static int wave = 20;
-
-static void *worker(void *arg) {
-    uint64_t seed = 0x632BE59BD9B4E019ULL * ((uintptr_t)arg + 1);
-    void *v[40];
-    for (int i = 0; i < 40; i++) {
-        size_t n = rng_size(&seed, 64, MiB);
-        char *p = malloc(n);
-        CHECK(p);
-        memset(p, i, n < touch ? n : touch);
-        p[n - 1] = 1;
-        keep(p);
-        v[i] = p;
-    }
-    static const size_t left_sizes[LEFT] = {24, 200, 1000, 6000};
-    for (int k = 0; k < LEFT; k++) {
-        char *mine = malloc(left_sizes[k]);
-        CHECK(mine);
-        memset(mine, k, left_sizes[k]);
-        unsigned long s = seq++ % SLOTS;
-        free(atomic_exchange(&slots[s], (void *)mine));
-    }
-    pthread_barrier_wait(&bar); /* the whole wave alive at once */
-    for (int i = 0; i < 40; i++) free(v[i]);
-    return NULL;
-}
+#include "storm.h"
 
 int main(int argc, char **argv) {
-    int n = argc > 1 ? atoi(argv[1]) : 5000;
-    if (argc > 2) wave = atoi(argv[2]);
-    if (argc > 3) touch = (size_t)atol(argv[3]) * KiB;
-    CHECK(wave > 0 && wave <= WAVE_MAX && n % wave == 0);
-    pthread_barrier_init(&bar, NULL, (unsigned)wave);
+    int n, wave;
+    storm_args(argc, argv, &n, &wave);
     start_up();
     uint64_t rss0 = vm_rss();
     double t0 = now_s();
-    for (int done = 0; done < n; done += wave) {
-        pthread_t t[WAVE_MAX];
-        for (int i = 0; i < wave; i++)
-            CHECK(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(done + i)) == 0);
-        for (int i = 0; i < wave; i++) CHECK(pthread_join(t[i], NULL) == 0);
-    }
+    storm_run(n, wave);
     double t1 = now_s();
     uint64_t rss1 = vm_rss();
     sleep_ms(2000);

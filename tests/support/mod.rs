@@ -135,6 +135,19 @@ pub fn require(program: &str) -> bool {
     false
 }
 
+/// Whether the kernel gives huge pages to a range that asks for them
+/// (without, advice changes nothing and the huge-page cases are moot);
+/// says so with [`skip`] when it does not.
+pub fn thp_available() -> bool {
+    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
+        Ok(s) if !s.contains("[never]") => true,
+        _ => {
+            skip("transparent huge pages are off or missing in this kernel");
+            false
+        }
+    }
+}
+
 /// Says that the running test skips its work, and why. Written straight to
 /// the process's stderr, past the test harness's capture, so the skip shows
 /// in the CI log even though the test passes.
