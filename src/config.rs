@@ -24,7 +24,7 @@
 //! without a rebuild; a setuid or setgid program reads no environment.
 
 use crate::page_alloc::knobs::Heuristics as Bits;
-use crate::runtime::settings::{self, index_of, ConfigValue, ConfigValues, CONFIG_UNSET};
+use crate::settings::{self, index_of, ConfigValue, ConfigValues, CONFIG_UNSET};
 
 /// Where the per-CPU page caches (pagesets) live (`PCPALLOC_PCP`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

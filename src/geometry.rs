@@ -2,7 +2,7 @@
 //!
 //! These are the kernel's constants with the kernel's names (see
 //! `include/linux/mmzone.h`): `MAX` is inclusive, `NR` is a count. Runtime
-//! knobs live in `page_alloc/knobs.rs` and `runtime/settings.rs`; nothing here changes at run time.
+//! knobs live in `page_alloc/knobs.rs` and `settings/`; nothing here changes at run time.
 
 /// log2 of the page size. The whole design assumes 4 KiB pages; the system
 /// layer checks the real page size once at start-up.

@@ -89,6 +89,7 @@ mod page_alloc;
 mod report;
 mod runtime;
 mod section;
+mod settings;
 mod slab;
 mod stats_report;
 mod sync;
@@ -277,13 +278,13 @@ pub mod internals {
     };
     pub use crate::page_alloc::{PageAllocator, Pages};
     pub use crate::runtime::fork::{register_after_ours as register_atfork_after_ours, Handler};
-    pub use crate::runtime::settings::{PcpMode, SETTINGS, TUNABLES};
     pub use crate::runtime::tick::{background_running, pause, tick};
     pub use crate::runtime::{
         check_invariants, check_invariants_quiescent, ensure_init, print_stats, report_json_to,
         report_to, summary,
     };
     pub use crate::section::{desc_of, lookup, lookup_block, page_addr};
+    pub use crate::settings::{PcpMode, SETTINGS, TUNABLES};
     pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
     pub use crate::slab::heap::{Local, PARK_HIGH_MAX, PARK_HIGH_MIN};
     pub use crate::slab::large_bins::{

@@ -2,7 +2,7 @@
 //! batch scale, and seed 002's free_count policy — read by the pagesets on
 //! every operation as one packed word (`PageAllocator::set_knobs`), so the
 //! benchmark can run the seeds' ablation rows inside one process. The
-//! runtime sets them from the environment (`runtime/settings.rs`).
+//! runtime sets them from the environment (`settings/`).
 
 use core::fmt::{self, Write};
 

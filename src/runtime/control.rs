@@ -19,7 +19,7 @@ use core::fmt::Write;
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::page_alloc::zone::NO_LIMIT;
-use crate::runtime::settings::{self, AtRunTime, SETTINGS};
+use crate::settings::{self, AtRunTime, SETTINGS};
 
 use super::process::{self, PAGES};
 use super::tick;

@@ -4,7 +4,7 @@
 use core::ffi::CStr;
 use core::fmt::Write;
 
-use crate::runtime::settings::STATS_FILE_MAX;
+use crate::settings::STATS_FILE_MAX;
 use crate::util::buf::FixedBuf;
 
 /// Where the process id goes in a file's name.

@@ -49,7 +49,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use crate::page_alloc::zone::{Budget, NO_LIMIT};
 use crate::sys::{self, MemCgroup};
 
-use super::settings::SETTINGS;
+use crate::settings::SETTINGS;
 
 /// Ticks between two walks of the cgroup levels.
 pub const REFIND_TICKS: u32 = 8;

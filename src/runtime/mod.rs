@@ -24,8 +24,6 @@
 //! - `sampled.rs`: the heap profile's hooks on the slow paths and its
 //!   files (`PCPALLOC_PROFILE`);
 //! - `files.rs`: the files written per process (report, trace);
-//! - `settings.rs`: the `PCPALLOC_*` variables;
-//! - `path_setting.rs`: a setting that holds a path, without allocating;
 //! - `control.rs`: settings changed at run time, and the word said before
 //!   a Rust allocation failure aborts.
 
@@ -36,14 +34,12 @@ pub mod give_back;
 pub mod hooks;
 pub mod late;
 pub mod memcg;
-pub mod path_setting;
 pub mod paths;
 pub mod process;
 pub mod reclaim;
 pub mod record;
 pub mod report;
 pub mod sampled;
-pub mod settings;
 pub mod thread;
 pub mod tick;
 pub mod tls;

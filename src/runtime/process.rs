@@ -17,7 +17,7 @@ use crate::page_alloc::pcp::tune;
 use crate::page_alloc::zone::{StealRules, ThpPolicy, ZoneConfig, NO_LIMIT};
 use crate::page_alloc::{PageAllocator, Pages};
 use crate::report;
-use crate::runtime::settings::{self, PcpMode, SETTINGS};
+use crate::settings::{self, PcpMode, SETTINGS};
 use crate::slab::{Heap, HeapRegistry};
 use crate::sys;
 

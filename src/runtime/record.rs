@@ -15,7 +15,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 
-use crate::runtime::settings::SETTINGS;
+use crate::settings::SETTINGS;
 use crate::slab::{Heap, HeapRegistry};
 use crate::sys;
 use crate::trace::{self, Buffer, Event, Op};

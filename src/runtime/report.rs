@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::geometry::PAGE_SIZE;
-use crate::runtime::settings::SETTINGS;
+use crate::settings::SETTINGS;
 use crate::slab;
 use crate::stats_report::{Parts, Stats, Summary};
 use crate::sys;
@@ -115,7 +115,7 @@ pub fn write_report(w: &mut dyn Write) -> fmt::Result {
     w.write_str("program ")?;
     sys::program_name(|p| write_lossy(w, p))?;
     w.write_str("\n")?;
-    super::settings::write_settings(w, &PAGES.knobs())?;
+    crate::settings::write_settings(w, &PAGES.knobs())?;
     s.write_text(w)
 }
 
@@ -141,7 +141,7 @@ pub fn write_report_json(w: &mut dyn Write) -> fmt::Result {
         None => w.write_str("null")?,
     }
     w.write_str("},\"settings\":{")?;
-    super::settings::write_settings_json(w, &PAGES.knobs())?;
+    crate::settings::write_settings_json(w, &PAGES.knobs())?;
     w.write_str("},\"counters\":{")?;
     s.write_json_members(w)?;
     w.write_str("}}\n")

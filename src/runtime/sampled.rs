@@ -31,8 +31,8 @@ use crate::sys;
 use crate::util::buf::FixedBuf;
 
 use super::files::{self, PidIn};
-use super::settings::SETTINGS;
 use super::tls;
+use crate::settings::SETTINGS;
 
 /// A seed for a thread's sampler: its heap's address and the clock.
 fn seed(h: *const Heap) -> u64 {
@@ -302,7 +302,7 @@ fn write_file(suffix: Option<&[u8]>) -> i32 {
 }
 
 fn write_to_path(path: &[u8], suffix: &[u8]) -> i32 {
-    let mut name = FixedBuf::<{ super::settings::STATS_FILE_MAX + 32 }>::new();
+    let mut name = FixedBuf::<{ crate::settings::STATS_FILE_MAX + 32 }>::new();
     name.push_bytes(path);
     name.push_bytes(suffix);
     if name.truncated {
@@ -356,7 +356,7 @@ pub fn at_exit() {
         return;
     }
     let e = write_file(None);
-    let mut line = FixedBuf::<{ super::settings::STATS_FILE_MAX + 256 }>::new();
+    let mut line = FixedBuf::<{ crate::settings::STATS_FILE_MAX + 256 }>::new();
     let _ = write!(
         line,
         "pcpalloc: heap profile: {} samples; still live at exit: {} sampled blocks standing for ",

@@ -4,7 +4,7 @@
 
 use core::sync::atomic::{AtomicU8, Ordering::*};
 
-use crate::runtime::settings::SETTINGS;
+use crate::settings::SETTINGS;
 use crate::slab::{self, Heap};
 use crate::stats_report::ThreadStats;
 

@@ -32,7 +32,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
 use crate::maint::{self, TickWork};
-use crate::runtime::settings::SETTINGS;
+use crate::settings::SETTINGS;
 use crate::sync::{Guard, Locked};
 use crate::sys;
 
