@@ -58,8 +58,9 @@ pub const SMALL_MAX: usize = 8 << 10;
 /// MAX_PAGE_ORDER block); anything bigger is "huge" and gets its own mmap.
 pub const LARGE_MAX: usize = MAX_ORDER_BYTES;
 
-/// The alignment `malloc` guarantees for requests whose size is a multiple
-/// of 16 (max_align_t); smaller odd multiples of 8 get 8 (as in mimalloc).
+/// The alignment `malloc` guarantees for every request (max_align_t's, as
+/// glibc gives; the size classes are multiples of it). The tests check it.
+#[cfg(feature = "internals")]
 pub const MALLOC_ALIGN: usize = 16;
 
 const _: () = assert!(PAGEBLOCK_ORDER <= MAX_PAGE_ORDER);

@@ -245,9 +245,51 @@ pub mod stats {
     };
 }
 
+/// The malloc family with C's semantics, and what a C library built on the
+/// crate needs beside it (`libpcpalloc.so`, the `cdylib/` crate, is a shim
+/// over this module): null and `errno` instead of a Rust allocation
+/// error, glibc's extensions, the C++ operators' counters, the settings
+/// and report by name, the atfork handlers of a library loaded before
+/// us. Rust programs use [`PcpAlloc`] instead.
+pub mod c {
+    /// The size of a page (4 KiB): `getpagesize()` and `valloc` use it.
+    pub use crate::geometry::PAGE_SIZE;
+    /// `malloc`, `free`, `calloc`, `realloc`, the aligned allocations and
+    /// the size queries, with C's semantics (each documents its own).
+    pub use crate::malloc::*;
+    /// An atfork handler, and its registration after ours (a library's
+    /// `pthread_atfork` handlers, which must run while our locks are
+    /// free).
+    pub use crate::runtime::fork::{register_after_ours as register_atfork_after_ours, Handler};
+    /// The report, in text chunks, and its one-line summary.
+    pub use crate::runtime::{report_to, summary};
+    /// The C++ operators' calls, counted for the report.
+    pub use crate::stats_report::{count_cxx, CxxCall};
+    /// Whether the process runs under valgrind, any tool (asked once).
+    pub use crate::sys::valgrind::on as on_valgrind;
+
+    /// [`crate::get`] with the name as bytes (`pcpalloc_get`).
+    pub fn get_bytes(name: &[u8], w: &mut dyn core::fmt::Write) -> Result<(), crate::SetError> {
+        crate::runtime::control::get(name, w)
+    }
+
+    /// [`crate::set`] with the name and value as bytes (`pcpalloc_set`).
+    pub fn set_bytes(name: &[u8], value: &[u8]) -> Result<(), crate::SetError> {
+        crate::runtime::control::set(name, value)
+    }
+
+    /// Writes the heap profile to `path` (`None`: the configured one with
+    /// a number); 0 or an errno (`pcpalloc_profile_dump`, the C face of
+    /// [`crate::profile::dump`]).
+    pub fn profile_dump(path: Option<&[u8]>) -> i32 {
+        crate::runtime::sampled::dump(path)
+    }
+}
+
 /// What the tests, the benchmarks and the replay use of the insides. Not
 /// an API: it changes with the code.
 #[doc(hidden)]
+#[cfg(feature = "internals")]
 pub mod internals {
     pub use crate::geometry::*;
     pub use crate::large::huge::HugeBlocks;

@@ -470,6 +470,7 @@ impl Stats {
 /// Zone lock contention: nanoseconds spent waiting for the zone lock as a
 /// percentage of thread time, that is running time plus waiting time (the
 /// analogue of the seeds' "cycles% of spinlock contention").
+#[cfg(feature = "internals")]
 pub fn contention_percent(wait_ns: u64, cpu_ns: u64) -> f64 {
     let total = cpu_ns + wait_ns;
     if total == 0 {

@@ -23,8 +23,8 @@
 use core::ffi::{c_void, CStr};
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use pcpalloc_core::internals::malloc as m;
-use pcpalloc_core::internals::{count_cxx, CxxCall};
+use pcpalloc_core::c as m;
+use pcpalloc_core::c::{count_cxx, CxxCall};
 
 extern "C" {
     fn pcpalloc_cxx_new(size: usize, align: usize) -> *mut c_void;

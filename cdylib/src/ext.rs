@@ -71,7 +71,7 @@ pub unsafe extern "C" fn pcpalloc_report(write: Option<ReportWriter>, ctx: *mut 
     let Some(write) = write else {
         return libc::EINVAL;
     };
-    pcpalloc_core::internals::report_to(|chunk| {
+    pcpalloc_core::c::report_to(|chunk| {
         // SAFETY: the caller vouches for write and ctx.
         unsafe { write(ctx, chunk.as_ptr().cast(), chunk.len()) }
     });
@@ -94,7 +94,7 @@ pub unsafe extern "C" fn pcpalloc_set(name: *const c_char, value: *const c_char)
     }
     // SAFETY: both are NUL-terminated (contract).
     let (name, value) = unsafe { (CStr::from_ptr(name), CStr::from_ptr(value)) };
-    set_errno_code(pcpalloc_core::internals::set_bytes(
+    set_errno_code(pcpalloc_core::c::set_bytes(
         name.to_bytes(),
         value.to_bytes(),
     ))
@@ -157,7 +157,7 @@ pub unsafe extern "C" fn pcpalloc_get(name: *const c_char, buf: *mut c_char, len
         at: 0,
         cut: false,
     };
-    let r = pcpalloc_core::internals::get_bytes(name.to_bytes(), &mut w);
+    let r = pcpalloc_core::c::get_bytes(name.to_bytes(), &mut w);
     // SAFETY: at < len (CBuf keeps a byte for the NUL).
     unsafe { *buf.add(w.at) = 0 };
     match set_errno_code(r) {
@@ -228,5 +228,5 @@ pub unsafe extern "C" fn pcpalloc_profile_dump(path: *const c_char) -> c_int {
         // SAFETY: path is NUL-terminated (contract).
         Some(unsafe { CStr::from_ptr(path) }.to_bytes())
     };
-    pcpalloc_core::internals::profile_dump(path)
+    pcpalloc_core::c::profile_dump(path)
 }

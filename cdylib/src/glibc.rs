@@ -60,7 +60,7 @@ pub struct MallInfo {
 }
 
 fn mallinfo_of(s: &Summary) -> MallInfo2 {
-    let page = pcpalloc_core::internals::PAGE_SIZE as u64;
+    let page = pcpalloc_core::c::PAGE_SIZE as u64;
     let huge = s.huge_live_bytes as u64;
     let arena = s.managed_pages as u64 * page;
     let uord = s.allocated.saturating_sub(huge);
@@ -84,7 +84,7 @@ fn mallinfo_of(s: &Summary) -> MallInfo2 {
 /// microsecond or so whatever the heap's size.
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> MallInfo2 {
-    mallinfo_of(&pcpalloc_core::internals::summary())
+    mallinfo_of(&pcpalloc_core::c::summary())
 }
 
 /// glibc's deprecated `mallinfo`: [`mallinfo2`] in ints.
@@ -158,9 +158,7 @@ pub extern "C" fn mallopt(param: c_int, value: c_int) -> c_int {
             };
             let _ = write!(w, "{ms}");
             let len = w.len;
-            c_int::from(
-                pcpalloc_core::internals::set_bytes(b"PCPALLOC_DECAY_MS", &text[..len]).is_ok(),
-            )
+            c_int::from(pcpalloc_core::c::set_bytes(b"PCPALLOC_DECAY_MS", &text[..len]).is_ok())
         }
         M_PURGE | M_PURGE_ALL => {
             pcpalloc_core::trim();
@@ -198,7 +196,7 @@ pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
 /// glibc `malloc_stats`: the report on stderr, as text.
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
-    pcpalloc_core::internals::report_to(|b| {
+    pcpalloc_core::c::report_to(|b| {
         // SAFETY: b is readable for b.len() bytes; fd 2 may be closed
         // (then the write fails, harmlessly).
         unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
@@ -219,7 +217,7 @@ pub unsafe extern "C" fn malloc_info(options: c_int, fp: *mut libc::FILE) -> c_i
         return -1;
     }
     let mut out = Xml { fp };
-    let s = pcpalloc_core::internals::summary();
+    let s = pcpalloc_core::c::summary();
     let _ = write!(
         out,
         "<malloc version=\"pcpalloc-{}\">\n<system type=\"current\" size=\"{}\"/>\n\

@@ -1,5 +1,5 @@
 //! `libpcpalloc.so`: pcpalloc for C and C++ programs, by `LD_PRELOAD` or
-//! by linking. A thin shim over `pcpalloc::internals::malloc`, which holds
+//! by linking. A thin shim over `pcpalloc::c`, which holds
 //! the C semantics (errno, EINVAL/ENOMEM, outputs untouched on error,
 //! fatal reports on bad frees).
 //!
@@ -46,13 +46,11 @@ mod lines;
 /// As `__register_atfork`.
 #[no_mangle]
 pub unsafe extern "C" fn __register_atfork(
-    prepare: pcpalloc_core::internals::Handler,
-    parent: pcpalloc_core::internals::Handler,
-    child: pcpalloc_core::internals::Handler,
+    prepare: pcpalloc_core::c::Handler,
+    parent: pcpalloc_core::c::Handler,
+    child: pcpalloc_core::c::Handler,
     dso_handle: *mut core::ffi::c_void,
 ) -> core::ffi::c_int {
     // SAFETY: forwarded contract.
-    unsafe {
-        pcpalloc_core::internals::register_atfork_after_ours(prepare, parent, child, dso_handle)
-    }
+    unsafe { pcpalloc_core::c::register_atfork_after_ours(prepare, parent, child, dso_handle) }
 }

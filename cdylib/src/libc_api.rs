@@ -2,8 +2,8 @@
 
 use core::ffi::{c_int, c_void};
 
-use pcpalloc_core::internals::malloc as m;
-use pcpalloc_core::internals::on_valgrind;
+use pcpalloc_core::c as m;
+use pcpalloc_core::c::on_valgrind;
 
 // Under valgrind, memcheck (and every tool that replaces malloc) replaces
 // the functions it knows in every object — malloc, free, realloc, calloc,

@@ -30,6 +30,7 @@ use crate::section::page_addr;
 
 /// Pages a large block for `size` bytes aligned to `align` holds: its size
 /// class's, or exactly what is asked for when aligned beyond a page.
+#[cfg(feature = "internals")]
 #[inline]
 pub fn pages_for(size: usize, align: usize) -> usize {
     let npages = size.div_ceil(PAGE_SIZE).max(1);

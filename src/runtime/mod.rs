@@ -46,9 +46,13 @@ pub mod tls;
 pub mod valgrind;
 
 pub use paths::{alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge, trim};
-pub use process::{configure_once, ensure_init, free_key, pages_of, HEAPS, PAGES};
-pub use report::{
-    check_invariants, check_invariants_quiescent, print_stats, report_json_to, report_to, stats,
-    summary, write_report, write_report_json,
-};
-pub use thread::{thread_flush, thread_heap, thread_stats};
+pub use process::{configure_once, free_key};
+// What only `internals` (the tests, the benchmarks) reaches.
+#[cfg(feature = "internals")]
+pub use process::{ensure_init, pages_of, HEAPS, PAGES};
+#[cfg(feature = "internals")]
+pub use report::{check_invariants, check_invariants_quiescent, print_stats, report_json_to};
+pub use report::{report_to, stats, summary, write_report, write_report_json};
+#[cfg(feature = "internals")]
+pub use thread::thread_heap;
+pub use thread::{thread_flush, thread_stats};

@@ -191,6 +191,8 @@ pub fn print_stats(fd: i32) {
 /// Every invariant check that holds at any moment: the zone's free lists
 /// and descriptors, and every pageset's lists (each under its lock).
 /// Panics on a broken invariant; returns the zone walk.
+// Called by the tests, through `internals`.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn check_invariants() -> crate::page_alloc::zone::ZoneWalk {
     PAGES.pagesets.for_each(|ps| {
         ps.check();
@@ -201,6 +203,8 @@ pub fn check_invariants() -> crate::page_alloc::zone::ZoneWalk {
 /// Every check, including those that only hold while no thread allocates
 /// or frees: pages cached in pagesets match their counts, and every slab's
 /// objects are accounted for. Returns (slabs, objects in use).
+// Called by the tests, through `internals`.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn check_invariants_quiescent() -> (usize, usize) {
     let mut cached = 0;
     PAGES.pagesets.for_each(|ps| cached += ps.check());

@@ -168,11 +168,14 @@ pub struct Tunable {
     pub config: &'static str,
     /// Whether it can change at run time.
     pub at_run_time: AtRunTime,
-    /// Accepted values.
+    /// Accepted values (the README's table, which a test checks against
+    /// this one, says them; the library itself only shows the value).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub values: &'static str,
     /// The default, as text.
     pub default: &'static str,
-    /// What it does.
+    /// What it does (as `values`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub doc: &'static str,
     pub(crate) apply: fn(&[u8]) -> Verdict,
     /// Writes the value in force (the report's header), given the knobs

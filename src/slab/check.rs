@@ -168,6 +168,8 @@ pub struct Checked {
 ///
 /// Only meaningful while no other thread allocates or frees (tests call it
 /// after joining their threads); panics on a broken invariant.
+// Called by the tests, through `internals`.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
     let mut known: [usize; 4096] = [0; 4096];
     let mut nheaps = 0;

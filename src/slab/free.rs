@@ -354,6 +354,8 @@ pub unsafe fn free_by_every_path(p: *mut u8, s: *mut Slab, h: *const Heap, key: 
 /// # Safety
 /// `p` is a live small object of the page allocator behind `pages`, and
 /// `o`'s heap is the freeing thread's.
+// Called by the tests, through `internals`.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub unsafe fn free_owned(o: &mut Owned<'_>, p: *mut u8, key: usize, pages: &Pages<'_>) {
     // SAFETY: forwarded contract: p's page is a slab page.
     unsafe {

@@ -62,11 +62,15 @@ pub mod remote_list;
 pub mod slab;
 
 pub use check::check_quiescent;
+#[cfg(feature = "internals")]
+pub use free::free_owned;
 pub use free::{
-    checked_size, finish, free, free_by_every_path, free_checked, free_keyed_or_own, free_owned,
-    free_remote, free_sized, try_free_remote, Freed,
+    checked_size, finish, free, free_by_every_path, free_checked, free_keyed_or_own, free_remote,
+    free_sized, try_free_remote, Freed,
 };
-pub use heap::{Heap, Owned};
+pub use heap::Heap;
+#[cfg(feature = "internals")]
+pub use heap::Owned;
 pub use heaps::HeapRegistry;
 pub use slab::Slab;
 

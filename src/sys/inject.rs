@@ -9,6 +9,7 @@ use core::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 pub static FAIL_MAPS: AtomicIsize = AtomicIsize::new(0);
 
 /// Makes the next `n` mapping calls (reserve, commit, map, remap) fail.
+#[cfg(feature = "internals")]
 pub fn inject_map_failures(n: isize) {
     FAIL_MAPS.store(n, Relaxed);
 }

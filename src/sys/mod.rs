@@ -17,6 +17,7 @@ mod machine;
 mod memcg;
 pub mod valgrind;
 
+#[cfg(feature = "internals")]
 pub use inject::inject_map_failures;
 
 pub use linux::MapAtError;
