@@ -118,8 +118,8 @@ fn bounds(params: &PcpParams, zone: &Zone) -> (usize, usize) {
 const LARGE_HIGH_MAX_FRACTION: usize = 2;
 /// `high_max` is at least this many pages (8 MiB) per CPU — twice the
 /// 4 MiB a thread cache of tcmalloc's may hold. (1024 and 512 pages made
-/// no difference to the first page band's peak RSS, 11 interleaved rounds
-/// each, 2026-12-02: drain-before-grow empties the lists before the zone
+/// no difference to the first page band's peak RSS in 11 interleaved
+/// rounds each: drain-before-grow empties the lists before the zone
 /// grows.)
 const LARGE_HIGH_MAX_FLOOR: usize = 2048;
 /// Past `high`, a free gives back down to `high - high >> this`, so the

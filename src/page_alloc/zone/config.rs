@@ -45,8 +45,8 @@ impl ThpPolicy {
 /// in use. On the page band's 16 KiB – 4 MiB half, with the high orders
 /// taken lowest address first (`buddy::lowest_address`), 80 holds the
 /// peak RSS that 90 held before (165 MiB, 1.17x tcmalloc's) at 1.12x the
-/// throughput; 85 and 90 run faster for 176 and 192 MiB (15 interleaved
-/// rounds, 2026-12-02; the README's curve). 0 leaves all to the tick.
+/// throughput; 85 and 90 run faster for 176 and 192 MiB (medians of 15
+/// interleaved rounds). 0 leaves all to the tick.
 pub const DEFAULT_DIRTY_RATIO: usize = 80;
 
 /// How a zone is sized and behaves; fixed when the zone is configured.
