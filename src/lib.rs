@@ -79,6 +79,7 @@
 mod config;
 mod geometry;
 mod global;
+mod heap;
 mod heap_profile;
 mod large;
 mod maint;
@@ -308,6 +309,12 @@ pub mod internals {
             ChunkHeader, Event, FileHeader, Op, BUFFER_EVENTS, FLUSH_AGE_NS, MAGIC, VERSION,
         };
     }
+    pub use crate::heap::block_bins::{
+        BlockBins, BINS_HIGH_MAX, BINS_HIGH_MIN, BIN_CLASSES, BIN_MAX_BYTES, BIN_SLOTS,
+    };
+    pub use crate::heap::heap::{Local, PARK_HIGH_MAX, PARK_HIGH_MIN};
+    pub use crate::heap::remote::{REMOTE_BATCH, REMOTE_SLOTS};
+    pub use crate::heap::{check_quiescent, free_owned, Heap, HeapRegistry, Owned};
     pub use crate::page::{flags as page_flags, LargeBlock, MigrateType, Page, PageKind, PageList};
     pub use crate::page_alloc::classes::{
         class_of as large_class_of, class_pages as large_class_pages, NR_LARGE_CLASSES,
@@ -328,13 +335,8 @@ pub mod internals {
     pub use crate::section::{desc_of, lookup, lookup_block, page_addr};
     pub use crate::settings::{PcpMode, SETTINGS, TUNABLES};
     pub use crate::slab::classes::{class_of, CAPACITY, CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
-    pub use crate::slab::heap::{Local, PARK_HIGH_MAX, PARK_HIGH_MIN};
-    pub use crate::slab::large_bins::{
-        LargeBins, BINS_HIGH_MAX, BINS_HIGH_MIN, BIN_CLASSES, BIN_MAX_BYTES, BIN_SLOTS,
-    };
-    pub use crate::slab::remote::{REMOTE_BATCH, REMOTE_SLOTS};
     pub use crate::slab::slab::{tf_count, tf_list};
-    pub use crate::slab::{check_quiescent, free_owned, Heap, HeapRegistry, Owned, Slab};
+    pub use crate::slab::Slab;
     pub use crate::stats_report::{contention_percent, count_cxx, CxxCall};
     /// Whether the process runs under valgrind, any tool (asked once).
     pub use crate::sys::valgrind::on as on_valgrind;

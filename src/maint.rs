@@ -18,12 +18,12 @@
 //! them: up to [`COLLAPSE_PER_TICK`] on the background thread's ticks, one
 //! on a tick run inline on a program's thread.
 
+use crate::heap::HeapRegistry;
 use crate::large::huge::HugeBlocks;
 use crate::page_alloc::pcp::Pageset;
 use crate::page_alloc::zone::watermark::WMARK_HIGH;
 use crate::page_alloc::zone::Shrink;
 use crate::page_alloc::PageAllocator;
-use crate::slab::HeapRegistry;
 
 /// Ticks a whole free block stays given back to the OS before it goes
 /// offline too (its address space and commit charge back).
@@ -73,7 +73,7 @@ pub fn tick(
     zone.clear_below_high_if_ok();
     let home = pages.through(work.home, false);
     heaps.release_parked_everywhere(&home);
-    heaps.drain_idle_large_bins(zone.epoch(), &home);
+    heaps.drain_idle_block_bins(zone.epoch(), &home);
     heaps.collect_abandoned(&home);
     heaps.collect_idle_emptied(zone.epoch(), &home);
     let unmapped = huge.tick(&zone.budget, zone.epoch());

@@ -12,11 +12,12 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::geometry::{LARGE_MAX, PAGE_SIZE, SMALL_MAX};
+use crate::heap::{self, Heap};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, PageKind};
 use crate::runtime::{self, tls};
 use crate::section;
-use crate::slab::{self, classes, Heap, Slab};
+use crate::slab::{self, classes, Slab};
 
 #[inline]
 fn set_errno(e: i32) {
@@ -132,7 +133,7 @@ pub unsafe fn free(p: *mut u8) {
         // leaves anything but a slab's object to the slow path, which
         // tells a page-granular block from a bad pointer.
         unsafe {
-            let left = slab::free(p, v, tls::heap(), runtime::free_key());
+            let left = heap::free(p, v, tls::heap(), runtime::free_key());
             runtime::finish_free(p, v, left)
         };
     } else if !p.is_null() {
@@ -164,7 +165,7 @@ pub unsafe fn dealloc_sized(p: *mut u8, size: usize) {
             let offset = classes::bin_offset_of(size);
             // SAFETY: v is the live slab holding p.
             unsafe {
-                let left = slab::free_sized(p, v, tls::heap(), runtime::free_key(), offset);
+                let left = heap::free_sized(p, v, tls::heap(), runtime::free_key(), offset);
                 runtime::finish_free(p, v, left);
             }
             return;
@@ -199,7 +200,7 @@ unsafe fn lookup(p: *mut u8, who: Caller) -> Block {
         if !s.is_null() {
             let freed = (who == Caller::Realloc).then_some(who.freed());
             let key = runtime::free_key();
-            return Block::Small(slab::checked_size(p, s, key, who.invalid(), freed), s);
+            return Block::Small(heap::checked_size(p, s, key, who.invalid(), freed), s);
         }
         Block::Page(large::checked_block(p, d, who))
     }
@@ -267,7 +268,7 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
             free(p);
         } else {
             // lookup checked p: a live object of slab `small`.
-            let left = slab::free_checked(p, small, tls::heap(), runtime::free_key());
+            let left = heap::free_checked(p, small, tls::heap(), runtime::free_key());
             runtime::finish_free(p, small, left);
         }
     }

@@ -7,6 +7,8 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::geometry::{MAX_ORDER_BYTES, NR_PAGE_ORDERS, PAGE_SIZE};
+use crate::heap::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
+use crate::heap::HeapRegistry;
 use crate::large::huge::{HugeBlocks, HugeUsage};
 use crate::page::{MigrateType, MIGRATE_TYPES};
 use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
@@ -14,8 +16,6 @@ use crate::page_alloc::zone::ZoneSnapshot;
 use crate::page_alloc::PageAllocator;
 use crate::section;
 use crate::settings::SETTINGS;
-use crate::slab::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
-use crate::slab::HeapRegistry;
 use crate::sys;
 
 /// Calls to C++'s operators through `libpcpalloc.so`, counted while the
@@ -204,7 +204,7 @@ pub struct Stats {
     pub slabs_short_lived: u64,
     /// Objects freed by other threads and collected by their owner.
     pub remote_frees: u64,
-    /// The thread heaps' large bins: misses, hits, frees, pages
+    /// The thread heaps' block bins (`large_bins`, the report's `large_bin_*`, keep the name they were published with): misses, hits, frees, pages
     /// spilled, free_high spills, and the pages they hold.
     pub large_bins: [u64; 6],
     /// Huge blocks.
@@ -429,7 +429,7 @@ impl Stats {
             self.slabs_retired += h.slabs_retired.load(Relaxed);
             self.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
             self.remote_frees += h.remote_collected.load(Relaxed);
-            let b = &h.large_bins;
+            let b = &h.block_bins;
             for (sum, c) in self.large_bins.iter_mut().zip([
                 &b.c.misses,
                 &b.c.hits,

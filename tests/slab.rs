@@ -624,7 +624,7 @@ fn large_bins_tune_high_like_a_pageset() {
     let env = Env::new(256 << 20);
     let pages = env.pages();
     let h = env.heap();
-    let bins = &h.large_bins;
+    let bins = &h.block_bins;
     let epoch = || env.pa.zone.epoch();
     let alloc = |npages: usize| {
         let p = large::alloc(&pages, npages * PAGE_SIZE, PAGE_SIZE, false);
@@ -769,7 +769,7 @@ fn large_bins_fast_paths_leave_the_rest_to_the_whole_path() {
     let env = Env::new(256 << 20);
     let pages = env.pages();
     let h = env.heap();
-    let bins = &h.large_bins;
+    let bins = &h.block_bins;
     let epoch = || env.pa.zone.epoch();
     let alloc = |npages: usize| large_block(&pages, npages);
     let class = large_class_of(4);
@@ -825,7 +825,7 @@ fn large_bins_put_fits_leaves_free_high_to_the_whole_path() {
     let env = Env::new(256 << 20);
     let pages = env.pages();
     let h = env.heap();
-    let bins = &h.large_bins;
+    let bins = &h.block_bins;
     let epoch = || env.pa.zone.epoch();
     let class = large_class_of(4);
     let blocks: Vec<_> = (0..32).map(|_| large_block(&pages, 4)).collect();

@@ -10,7 +10,7 @@
 //!
 //! The design is tcmalloc's (sampled allocations, each weighted by the
 //! bytes it stands for) with no cost when off: the fast paths keep their
-//! instructions (see `slab/bin.rs` for how a bin's pops are bounded while
+//! instructions (see `heap/bin.rs` for how a bin's pops are bounded while
 //! sampling), the runtime's hooks (`runtime/sampled.rs`) sit on slow
 //! paths, and a sampled small object is served as a page-granular block,
 //! whose free takes the slow path anyway and finds the sample's record in

@@ -14,7 +14,7 @@
 //! which bytes are sampled (each sub-stream's process is again Poisson of
 //! the same rate), and lets a small class's countdown be counted in
 //! objects: the bin of that class hands out exactly that many before its
-//! slow path runs (`slab/bin.rs`: pushes give no pop credit while
+//! slow path runs (`heap/bin.rs`: pushes give no pop credit while
 //! sampling), with no counter on the fast path.
 //!
 //! A small class's countdown is `floor(B / size)` allocations for a draw

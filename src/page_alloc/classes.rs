@@ -74,7 +74,7 @@ pub const BIG_BLOCK_PAGES: usize = 256;
 /// pageblocks (the kernel's grouping, by size here) and a free MAX_ORDER
 /// block is not split for a 40 KiB block while a 4 MiB one waits. Big,
 /// not small, blocks share the reclaimable pageblocks of short-lived
-/// small objects (`slab/lifetime.rs`): a block of 1 MiB or more fills at
+/// small objects (`heap/lifetime.rs`): a block of 1 MiB or more fills at
 /// least half of a pageblock itself, where a long-lived 64 KiB buffer
 /// among churned slabs would keep their pageblock from emptying whole.
 #[inline]

@@ -30,9 +30,9 @@ use core::sync::atomic::{
     AtomicU8, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 
+use crate::heap::block_bins;
 use crate::heap_profile;
 use crate::meta;
-use crate::slab::large_bins;
 use crate::sync;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
@@ -51,12 +51,12 @@ pub struct LockClass {
 /// order, written once; fork walks it.
 ///
 /// 1. the tick lock: held for a whole tick, which takes everything below;
-/// 2. the large bins' fork gate (`slab/large_bins.rs`): a remote drain —
+/// 2. the large bins' fork gate (`heap/block_bins.rs`): a remote drain —
 ///    the tick's, a reclaim's, a trim's — holds one heap's bins and frees
 ///    into the pagesets and the zone; fork closes the gate and waits for
 ///    the drains under way (each owner's own side of its bins takes no
 ///    lock: a thread that does not survive the fork leaves its bins to the
-///    child's `drain_lost_large_bins`, which takes them only if they were
+///    child's `drain_lost_block_bins`, which takes them only if they were
 ///    left whole);
 /// 3. the late heap's lock (`late.rs`): a heap is acquired and pages are
 ///    allocated under it;
@@ -92,8 +92,8 @@ pub static LOCKS: [LockClass; 12] = [
         },
     },
     LockClass {
-        take: || large_bins::FORK_GATE.close_for_fork(),
-        release: |child| large_bins::FORK_GATE.open_after_fork(child),
+        take: || block_bins::FORK_GATE.close_for_fork(),
+        release: |child| block_bins::FORK_GATE.open_after_fork(child),
     },
     LockClass {
         take: late::lock_for_fork,
@@ -217,7 +217,7 @@ extern "C" fn child() {
     // The large bins of the threads that did not come along, when nobody
     // was in them at the fork, go back to the pages.
     // SAFETY: the child's only thread, every lock released above.
-    unsafe { HEAPS.drain_lost_large_bins(&PAGES.through(core::ptr::null(), false)) };
+    unsafe { HEAPS.drain_lost_block_bins(&PAGES.through(core::ptr::null(), false)) };
 }
 
 /// A fork handler as the C library takes it.

@@ -309,7 +309,7 @@ fn give_back_with(everything: bool, at_exit: bool) {
         let everywhere = PAGES.through(core::ptr::null(), false);
         HEAPS.collect_abandoned(&everywhere);
         HEAPS.release_parked_everywhere(&everywhere);
-        HEAPS.drain_all_large_bins(&everywhere);
+        HEAPS.drain_all_block_bins(&everywhere);
         PAGES.drain_all();
     }
     let budget = &PAGES.zone.budget;

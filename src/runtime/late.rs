@@ -15,9 +15,9 @@
 //! Lock order: the late lock comes right after the tick lock (see
 //! `fork.rs`): a heap is acquired, and pages allocated, under it.
 
+use crate::heap::Heap;
 use crate::large;
 use crate::section::desc_of;
-use crate::slab::Heap;
 use crate::sync::Locked;
 
 use super::process::{pages_of, HEAPS, PAGES};

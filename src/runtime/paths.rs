@@ -5,11 +5,12 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::geometry::{LARGE_MAX, PAGE_SIZE};
+use crate::heap::block_bins::BIN_MAX_BYTES;
+use crate::heap::{self, Freed, Heap};
 use crate::large::{self, Caller};
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::slab::classes::CLASS_SIZE;
-use crate::slab::large_bins::BIN_MAX_BYTES;
-use crate::slab::{self, Freed, Heap, Slab};
+use crate::slab::Slab;
 use crate::trace::Op;
 
 use crate::heap_profile as profile;
@@ -194,7 +195,7 @@ unsafe fn slab_changed(h: *mut Heap, s: *mut Slab) {
 }
 
 /// A valid object of another heap's slab `s`, checked by the fast path:
-/// it goes back to its slab in a batch (`slab/remote.rs`). Apart from the
+/// it goes back to its slab in a batch (`heap/remote.rs`). Apart from the
 /// free fast path, which it leaves as it was (the own free falls
 /// through), and a leaf in the common case — the object joins its slab's
 /// chain — so it saves no registers; everything else is
@@ -229,12 +230,12 @@ unsafe fn free_small_remote_slow(p: *mut u8, s: *mut Slab) {
     let h = freeing_heap();
     // SAFETY: forwarded contract; h is this thread's heap (or the empty
     // heap), which does not own s (the fast path compared).
-    unsafe { slab::free_remote(p, s, h, process::free_key()) };
+    unsafe { heap::free_remote(p, s, h, process::free_key()) };
 }
 
 /// The calling thread's heap for a free: a thread that frees before it
 /// ever allocates (a consumer) gets its heap now, so its remote frees go
-/// back in batches (`slab/remote.rs`) instead of one CAS each. The empty
+/// back in batches (`heap/remote.rs`) instead of one CAS each. The empty
 /// heap for a thread past its exit hook.
 #[inline]
 fn freeing_heap() -> *mut Heap {
@@ -266,7 +267,7 @@ pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
     // SAFETY: forwarded contract; h is this thread's heap (or the empty
     // heap, which owns no slab).
     unsafe {
-        if !slab::try_free_remote(p, s, h, key) {
+        if !heap::try_free_remote(p, s, h, key) {
             free_small_rare(p, s, h, key);
         }
     }
@@ -282,7 +283,7 @@ pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
 unsafe fn free_small_rare(p: *mut u8, s: *mut Slab, h: *mut Heap, key: usize) {
     // SAFETY: forwarded contract.
     unsafe {
-        if slab::finish(p, s, h, key, slab::free_keyed_or_own(p, s, h, key)) {
+        if heap::finish(p, s, h, key, heap::free_keyed_or_own(p, s, h, key)) {
             slab_changed(h, s);
         }
     }
@@ -313,7 +314,7 @@ unsafe fn free_small_traced(p: *mut u8, s: *mut Slab) {
 unsafe fn free_small_traced_plain(p: *mut u8, s: *mut Slab) {
     let mut h = thread_heap();
     if h.is_null() {
-        h = core::ptr::addr_of!(crate::slab::heap::EMPTY_HEAP) as *mut Heap;
+        h = core::ptr::addr_of!(crate::heap::heap::EMPTY_HEAP) as *mut Heap;
     } else {
         // SAFETY: heaps live forever.
         record::record(unsafe { &*h }, Op::Free, p, 0, 0);
@@ -324,7 +325,7 @@ unsafe fn free_small_traced_plain(p: *mut u8, s: *mut Slab) {
     let key = process::free_key();
     // SAFETY: forwarded contract for the free; h is this thread's heap.
     unsafe {
-        if slab::free_by_every_path(p, s, h, key) {
+        if heap::free_by_every_path(p, s, h, key) {
             slab_changed(h, s);
         }
     }
@@ -335,7 +336,7 @@ unsafe fn free_small_traced_plain(p: *mut u8, s: *mut Slab) {
 /// Null results set errno to ENOMEM.
 ///
 /// A request of at most 256 KiB is first sought in the thread's large bins
-/// (`slab/large_bins.rs`): no CPU lookup, no lock, no atomic
+/// (`heap/block_bins.rs`): no CPU lookup, no lock, no atomic
 /// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
@@ -573,7 +574,7 @@ pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
 
 /// Gives back everything cached: the calling thread's empty slabs and
 /// cached blocks, the abandoned heaps' empty slabs, every other thread's
-/// slabs whose every object is free (`slab/emptied.rs`), every thread's
+/// slabs whose every object is free (`heap/emptied.rs`), every thread's
 /// large bins, every pageset, and all free memory to the OS. Returns the
 /// resident bytes given back: how far the heap's resident memory (as
 /// mincore counts it) fell across the trim — not the length of the
@@ -612,7 +613,7 @@ fn give_back_everything() {
     let everywhere = PAGES.through(core::ptr::null(), false);
     HEAPS.collect_abandoned(&everywhere);
     HEAPS.collect_emptied_everywhere(h, &everywhere);
-    HEAPS.drain_all_large_bins(&everywhere);
+    HEAPS.drain_all_block_bins(&everywhere);
     HUGE.trim(&PAGES.zone.budget);
     PAGES.drain_all();
     PAGES.zone.shrink(Shrink::All, usize::MAX);

@@ -12,13 +12,13 @@
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering::*};
 
 use crate::geometry::{MAX_SECTIONS, PAGE_SIZE, SECTION_SIZE};
+use crate::heap::{Heap, HeapRegistry};
 use crate::large::huge::HugeBlocks;
 use crate::page_alloc::pcp::tune;
 use crate::page_alloc::zone::{StealRules, ThpPolicy, ZoneConfig, NO_LIMIT};
 use crate::page_alloc::{PageAllocator, Pages};
 use crate::report;
 use crate::settings::{self, PcpMode, SETTINGS};
-use crate::slab::{Heap, HeapRegistry};
 use crate::sys;
 
 /// The allocator's page allocator: its zone and pagesets.

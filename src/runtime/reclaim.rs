@@ -33,8 +33,8 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use crate::geometry::MAX_ORDER_BYTES;
+use crate::heap::Heap;
 use crate::page_alloc::zone::Shrink;
-use crate::slab::Heap;
 use crate::stats_report::ReclaimCounters;
 
 use super::process::{pages_of, HEAPS, HUGE, PAGES};
@@ -169,7 +169,7 @@ pub fn reclaim(h: *mut Heap, stage: Stage) {
                 + HEAPS.collect_emptied_everywhere(h, &everywhere)
                 + HEAPS.release_parked_everywhere(&everywhere);
             c.slabs.fetch_add(slabs as u64, Relaxed);
-            HEAPS.drain_all_large_bins(&everywhere);
+            HEAPS.drain_all_block_bins(&everywhere);
             c.pcp_pages.fetch_add(PAGES.drain_all() as u64, Relaxed);
             let budget = &PAGES.zone.budget;
             c.huge_bytes.fetch_add(HUGE.trim(budget) as u64, Relaxed);

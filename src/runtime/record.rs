@@ -15,8 +15,8 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 
+use crate::heap::{Heap, HeapRegistry};
 use crate::settings::SETTINGS;
-use crate::slab::{Heap, HeapRegistry};
 use crate::sys;
 use crate::trace::{self, Buffer, Event, Op};
 

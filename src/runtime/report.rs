@@ -6,8 +6,8 @@ use core::ptr::NonNull;
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::geometry::PAGE_SIZE;
+use crate::heap;
 use crate::settings::SETTINGS;
-use crate::slab;
 use crate::stats_report::{Parts, Stats, Summary};
 use crate::sys;
 use crate::util::text::{write_bytes, write_ratio, ChunkWriter};
@@ -213,5 +213,5 @@ pub fn check_invariants_quiescent() -> (usize, usize) {
         walk.pcp, cached,
         "pages on pageset lists disagree with pageset counts"
     );
-    slab::check_quiescent(&HEAPS, &PAGES.zone)
+    heap::check_quiescent(&HEAPS, &PAGES.zone)
 }

@@ -4,7 +4,7 @@
 //!
 //! Small objects: while sampling, a bin hands out only what its refill or
 //! the last visit here allowed — pushes give no pop credit
-//! (`slab/bin.rs`) — so its pop fails at the allocation a sample falls on
+//! (`heap/bin.rs`) — so its pop fails at the allocation a sample falls on
 //! and this path sees it. It gives the bin credit for as many objects as
 //! the class's countdown allows (all of those on the bin when no sample
 //! is near), takes the sample when the countdown is out, and serves the
@@ -22,11 +22,11 @@ use core::fmt::Write;
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::geometry::PAGE_SIZE;
+use crate::heap::Heap;
 use crate::heap_profile::{self as profile, unwind, Record};
 use crate::large::{self, Caller};
 use crate::page::{flags, LargeBlock};
 use crate::slab::classes::{CLASS_SIZE, NR_CLASSES};
-use crate::slab::Heap;
 use crate::sys;
 use crate::util::buf::FixedBuf;
 

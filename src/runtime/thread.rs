@@ -4,8 +4,8 @@
 
 use core::sync::atomic::{AtomicU8, Ordering::*};
 
+use crate::heap::Heap;
 use crate::settings::SETTINGS;
-use crate::slab::{self, Heap};
 use crate::stats_report::ThreadStats;
 
 use super::files::{self, PidIn};
@@ -71,7 +71,7 @@ fn attach_thread() -> *mut Heap {
     if key != u32::MAX && (super::valgrind::on() || traced()) {
         // Traced, or under valgrind: every event of this thread takes a
         // slow path, which finds the heap through the key.
-        tls::set_heap(core::ptr::addr_of!(slab::heap::EMPTY_HEAP) as *mut Heap);
+        tls::set_heap(core::ptr::addr_of!(crate::heap::heap::EMPTY_HEAP) as *mut Heap);
     }
     process::note_thread();
     h
@@ -134,7 +134,7 @@ fn thread_exit(h: *mut Heap) {
             PAGES.pagesets.release_thread_pageset(ps, &PAGES.zone);
         }
         o.reset_tuning();
-        tls::set_heap(core::ptr::addr_of!(slab::heap::EMPTY_HEAP) as *mut Heap);
+        tls::set_heap(core::ptr::addr_of!(crate::heap::heap::EMPTY_HEAP) as *mut Heap);
         tls::set_exited();
         HEAPS.abandon(h);
         tick::after_thread_exit();

@@ -18,11 +18,11 @@ use core::ptr::addr_of;
 
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-use crate::slab::heap::Heap;
+use crate::heap::heap::Heap;
 
 use super::record;
 #[cfg(not(target_arch = "x86_64"))]
-use crate::slab::heap::EMPTY_HEAP;
+use crate::heap::heap::EMPTY_HEAP;
 
 #[cfg(target_arch = "x86_64")]
 mod imp {
@@ -44,7 +44,7 @@ mod imp {
         "__pcpalloc_tls_state_v2:",
         ".quad 0",
         ".popsection",
-        empty = sym crate::slab::heap::EMPTY_HEAP,
+        empty = sym crate::heap::heap::EMPTY_HEAP,
     );
 
     #[inline(always)]

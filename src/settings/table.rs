@@ -313,7 +313,7 @@ pub(super) const TABLE: [Tunable; NR_TUNABLES] = [
         default: "0",
         doc: "Sample allocations for a heap profile: one per 512 KiB allocated on average with 1, or per the size given; written at exit (the sampled blocks still live are the leak report), on demand, and with `,peak` at each new peak of live bytes. See the README's heap profile section.",
         apply: |v| {
-            crate::slab::set_profile(crate::heap_profile::parse(v)?);
+            crate::heap::set_profile(crate::heap_profile::parse(v)?);
             Ok(())
         },
         show: |w, _| crate::heap_profile::show(w),

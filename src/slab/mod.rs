@@ -1,83 +1,17 @@
-//! Small objects (≤ 8 KiB): size classes in 32 KiB slabs (order 3) taken from
-//! a page allocator as UNMOVABLE blocks (RECLAIMABLE for classes whose
-//! objects die young: `lifetime.rs`), served from thread heaps.
+//! Small objects (≤ 8 KiB): size classes in 32 KiB slabs (order 3) taken
+//! from a page allocator. This folder is the slab itself; the thread heaps
+//! that serve objects from slabs are `crate::heap`.
 //!
 //! - `classes.rs`: the size classes and the slab order;
 //! - `slab.rs`: one slab and its descriptor (the [`Slab`] view);
-//! - `heap.rs`: a thread heap over slabs ([`Heap`], and [`Owned`], its
-//!   owner's handle) and the entry points of the fast paths;
-//! - `heap_counters.rs`: what a heap counts, and the bytes in use it
-//!   reports from any thread ([`heap_counters::HeapUsage`]);
-//! - `heap_blocks.rs`: a heap's entry points into its large bins;
-//! - `refill.rs`: a heap's bins refilled from its slabs, and objects and
-//!   emptied slabs given back;
-//! - `lifetime.rs`: which migratetype a class's new slabs take, learnt
-//!   from how its slabs come back (grouping by lifetime);
-//! - `emptied.rs`: slabs whose every object is free, given back without
-//!   waiting for their owner to refill the class (also when the owner is
-//!   idle: the tick, a trim, a reclaim);
-//! - `park_high.rs`: how many emptied slabs a heap keeps parked
-//!   (`park_high`, auto-tuned);
-//! - `check.rs`: the invariant checker ([`check_quiescent`]);
-//! - `bin.rs`: a heap's list of free objects of one class, its thread
-//!   cache;
 //! - `object.rs`: a free object (its link and its free key);
-//! - `free.rs`: the free path, with its checks;
-//! - `parked.rs`: a heap's emptied slabs kept for reuse;
-//! - `remote.rs`: other heaps' objects a thread freed, sent back in
-//!   batches;
 //! - `remote_list.rs`: a slab's remote list (its `thread_free` word and
-//!   the flags the owner learns from);
-//! - `heaps.rs`: every heap of an allocator, and the abandoned ones;
-//! - `large_bins.rs`: a heap's freed large blocks of up to 256 KiB, kept
-//!   for its thread in front of the pageset (the thread cache of the
-//!   page-granular band).
-//!
-//! The fast paths: allocation pops the class's bin ([`Heap::alloc_fast`]:
-//! no atomics, one branch); free pushes on the freeing thread's bin,
-//! whichever heap owns the object's slab ([`free()`]), after checking that
-//! the pointer starts an object (a multiply, no division) and does not
-//! carry the free key (a double free). Objects go back to their slabs in
-//! batches: to the slab's own list from its owner's bins, by one CAS per
-//! run onto its remote list from other threads' bins.
+//!   the flags the owner learns from).
 
-pub mod bin;
-mod check;
 pub mod classes;
-mod emptied;
-pub mod free;
-pub mod heap;
-mod heap_blocks;
-pub mod heap_counters;
-pub mod heaps;
-pub mod large_bins;
-pub mod lifetime;
 pub mod object;
-mod park_high;
-pub mod parked;
-mod refill;
-pub mod remote;
 pub mod remote_list;
 #[allow(clippy::module_inception)]
 pub mod slab;
 
-pub use check::check_quiescent;
-#[cfg(feature = "internals")]
-pub use free::free_owned;
-pub use free::{
-    checked_size, finish, free, free_by_every_path, free_checked, free_keyed_or_own, free_remote,
-    free_sized, try_free_remote, Freed,
-};
-pub use heap::Heap;
-#[cfg(feature = "internals")]
-pub use heap::Owned;
-pub use heaps::HeapRegistry;
 pub use slab::Slab;
-
-/// Puts a `PCPALLOC_PROFILE` setting in force: the rate every thread's
-/// sampler follows from its next slow path, and whether a free's push
-/// gives its bin pop credit (not while sampling: see `bin.rs`).
-pub fn set_profile(s: crate::heap_profile::Setting) {
-    crate::heap_profile::configure(s);
-    bin::set_pushes_credit(s.mean == 0);
-}

@@ -12,7 +12,7 @@ pub mod text;
 /// waits for the store as if it had no renaming — a chain of pops through
 /// one list head took 2.8 ns a pop indexed against 1.5 ns (a C loop of
 /// the same loads and stores). The fast paths' per-class words, which
-/// consecutive calls load and store, go through this (`slab/bin.rs`).
+/// consecutive calls load and store, go through this (`heap/bin.rs`).
 #[inline(always)]
 // The pointer itself goes through the asm (not its address alone, with
 // `map_addr`): the compiler then re-derived the result from the original

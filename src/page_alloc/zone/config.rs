@@ -66,7 +66,7 @@ pub struct ZoneConfig {
     /// Transparent huge pages.
     pub thp: ThpPolicy,
     /// Small objects grouped by lifetime: short-lived classes' slabs in
-    /// reclaimable pageblocks (`slab/lifetime.rs`); off, every slab is
+    /// reclaimable pageblocks (`heap/lifetime.rs`); off, every slab is
     /// unmovable.
     pub group_by_lifetime: bool,
     /// The dirty limit's ratio in percent of the pages in use (`dirty.rs`);

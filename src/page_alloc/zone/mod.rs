@@ -202,7 +202,7 @@ impl Zone {
     }
 
     /// Whether small objects are grouped by lifetime (see
-    /// `slab/lifetime.rs`).
+    /// `heap/lifetime.rs`).
     #[inline]
     pub fn group_by_lifetime(&self) -> bool {
         self.group_by_lifetime.load(Relaxed)

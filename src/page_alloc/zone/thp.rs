@@ -11,7 +11,7 @@
 //! - `always`: `MADV_HUGEPAGE` on every block as it goes online;
 //! - `dense`: nothing until the zone has grown past [`THP_DENSE_MIN_BYTES`],
 //!   then `MADV_HUGEPAGE` on the pageblocks of long-lived small objects
-//!   (unmovable: see `slab/lifetime.rs`) as they are claimed; short-lived
+//!   (unmovable: see `heap/lifetime.rs`) as they are claimed; short-lived
 //!   small objects (reclaimable) and page-granular blocks (movable) stay in
 //!   4 KiB pages. A huge block (outside the zone) is not advised when
 //!   mapped: one of 64 MiB or more is advised once it shows dense use
@@ -122,7 +122,7 @@ impl ZoneInner {
     /// MiB: page-granular blocks (movable: buffers, often touched sparsely
     /// or once — blocks of 16 KiB-4 MiB touched at their ends ran 3.4x
     /// slower with their pageblocks huge) and short-lived small objects
-    /// (reclaimable, see `slab/lifetime.rs`: memory churned through, where
+    /// (reclaimable, see `heap/lifetime.rs`: memory churned through, where
     /// faulting fresh 2 MiB pages cost sh6bench 1.2-1.4x its time).
     pub(super) fn set_pageblock_type(&self, pb: usize, mt: MigrateType) {
         let old = section::pageblock_mt(pb);

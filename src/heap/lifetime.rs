@@ -43,7 +43,7 @@
 
 use crate::page::MigrateType;
 
-use super::classes::{CAPACITY, NR_CLASSES};
+use crate::slab::classes::{CAPACITY, NR_CLASSES};
 
 /// Slabs a class must have made before its lifetime is judged.
 pub const MIN_MADE: u32 = 4;

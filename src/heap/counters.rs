@@ -12,8 +12,8 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use crate::sync::bump;
 
 use super::bin::Bins;
-use super::classes::{CLASS_SIZE, NR_CLASSES};
 use super::heap::Heap;
+use crate::slab::classes::{CLASS_SIZE, NR_CLASSES};
 
 /// What a heap's counters say about bytes in use (see [`Heap::usage`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

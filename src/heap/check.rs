@@ -11,12 +11,12 @@ use crate::page::PageKind;
 use crate::page_alloc::zone::Zone;
 use crate::section::desc_of;
 
-use super::classes::{self, NR_CLASSES, SLAB_ORDER};
 use super::heap::{empty_slab, Heap, Owned, HEAP_LOST, PARK_HIGH_MAX};
 use super::heaps::HeapRegistry;
-use super::object::FreeObject;
-use super::remote_list;
-use super::slab::{self, Slab};
+use crate::slab::classes::{self, NR_CLASSES, SLAB_ORDER};
+use crate::slab::object::FreeObject;
+use crate::slab::remote_list;
+use crate::slab::slab::{self, Slab};
 
 impl Owned<'_> {
     /// Checks the owner-side invariants (bins hold objects of live slabs of
@@ -181,7 +181,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
         // The large bins too (a lost heap's may have been left mid-update
         // by a thread that did not survive a fork).
         if h.state.load(Relaxed) != HEAP_LOST {
-            h.large_bins.check();
+            h.block_bins.check();
         }
     });
     let (mut slabs, mut live, mut queued) = (0, 0, 0);

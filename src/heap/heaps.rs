@@ -244,11 +244,11 @@ impl HeapRegistry {
     /// (A lost heap's bins — a thread that did not survive fork — stay as
     /// they are: its lock may be held by that thread.) Returns the pages
     /// spilled.
-    pub fn drain_idle_large_bins(&self, epoch: u32, pages: &Pages<'_>) -> usize {
+    pub fn drain_idle_block_bins(&self, epoch: u32, pages: &Pages<'_>) -> usize {
         let mut n = 0;
         self.for_each(|h| {
             if h.state.load(Relaxed) == HEAP_ACTIVE {
-                n += h.large_bins.drain_if_idle(epoch, pages);
+                n += h.block_bins.drain_if_idle(epoch, pages);
             }
         });
         n
@@ -256,11 +256,11 @@ impl HeapRegistry {
 
     /// Spills the large bins of every live thread (a reclaim at the memory
     /// limit, a trim). Returns the pages spilled.
-    pub fn drain_all_large_bins(&self, pages: &Pages<'_>) -> usize {
+    pub fn drain_all_block_bins(&self, pages: &Pages<'_>) -> usize {
         let mut n = 0;
         self.for_each(|h| {
             if h.state.load(Relaxed) == HEAP_ACTIVE {
-                n += h.large_bins.drain_remote(pages);
+                n += h.block_bins.drain_remote(pages);
             }
         });
         n
@@ -272,12 +272,12 @@ impl HeapRegistry {
     ///
     /// # Safety
     /// Only in a forked child, from its one thread.
-    pub unsafe fn drain_lost_large_bins(&self, pages: &Pages<'_>) -> usize {
+    pub unsafe fn drain_lost_block_bins(&self, pages: &Pages<'_>) -> usize {
         let mut n = 0;
         self.for_each(|h| {
             if h.state.load(Relaxed) == HEAP_LOST {
                 // SAFETY: forwarded contract; a lost heap's owner is gone.
-                n += unsafe { h.large_bins.drain_lost(pages) };
+                n += unsafe { h.block_bins.drain_lost(pages) };
             }
         });
         n

@@ -15,8 +15,8 @@
 //! (refilling bins from slabs, giving objects and slabs back),
 //! `park_high.rs` (how many emptied slabs a heap keeps parked:
 //! `park_high`'s auto-tuning), `check.rs` (the invariant checker),
-//! `heap_counters.rs` (what a heap counts, and the bytes in use) and
-//! `heap_blocks.rs` (the entry points of its large bins, the block
+//! `counters.rs` (what a heap counts, and the bytes in use) and
+//! `blocks.rs` (the entry points of its large bins, the block
 //! cache).
 //!
 //! Allocation pops the class's bin; an empty bin is refilled with every
@@ -67,14 +67,14 @@ use crate::sync::{bump, BiasedLock, Entry};
 use crate::trace::Buffer;
 
 use super::bin::{Bins, BIN_LIMIT};
-use super::classes::NR_CLASSES;
-use super::large_bins::LargeBins;
+use super::block_bins::BlockBins;
 use super::lifetime::Lifetimes;
-use super::object::FreeObject;
 use super::parked::Parked;
 use super::remote::RemoteBatch;
-use super::remote_list::{self, Pushed};
-use super::slab::{self, Slab};
+use crate::slab::classes::NR_CLASSES;
+use crate::slab::object::FreeObject;
+use crate::slab::remote_list::{self, Pushed};
+use crate::slab::slab::{self, Slab};
 
 /// Bytes of empty slabs a heap may always keep parked (`park_high`'s
 /// floor; see `park_high.rs`).
@@ -190,8 +190,8 @@ pub struct Heap {
     /// otherwise; made on the first event and kept with the heap).
     pub trace: AtomicPtr<Buffer>,
     /// Freed large blocks of up to 256 KiB kept for this thread
-    /// (`large_bins.rs`).
-    pub large_bins: LargeBins,
+    /// (`block_bins.rs`).
+    pub block_bins: BlockBins,
 }
 
 // SAFETY: a heap's owner-only state is reached only through `Owned`, which
@@ -261,7 +261,7 @@ impl Heap {
             large_allocated: AtomicU64::new(0),
             large_freed: AtomicU64::new(0),
             trace: AtomicPtr::new(ptr::null_mut()),
-            large_bins: LargeBins::new(),
+            block_bins: BlockBins::new(),
         }
     }
 

@@ -25,7 +25,7 @@ use crate::sync::bump;
 use super::emptied::SWEEP_TICKS;
 use super::heap::{Heap, ListsGuard, Owned, PARK_HIGH_MAX, PARK_HIGH_MIN};
 use super::lifetime::Lifetimes;
-use super::slab::{self, Slab};
+use crate::slab::slab::{self, Slab};
 
 impl Owned<'_> {
     /// Parks an empty slab, or gives it back if the heap already keeps
@@ -114,7 +114,7 @@ impl Owned<'_> {
         self.local.park_missed = 0;
         self.local.lifetimes = Lifetimes::new();
         // SAFETY: this handle is the heap's owner.
-        unsafe { self.heap.large_bins.reset_tuning() };
+        unsafe { self.heap.block_bins.reset_tuning() };
     }
 }
 

@@ -20,11 +20,11 @@ use crate::page_alloc::Pages;
 use crate::section::{desc_of, pageblock_mt};
 use crate::sync::bump;
 
-use super::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
 use super::heap::{empty_slab, Heap, ListsGuard, Owned};
-use super::object::FreeObject;
-use super::remote_list;
-use super::slab::{self, Slab};
+use crate::slab::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
+use crate::slab::object::FreeObject;
+use crate::slab::remote_list;
+use crate::slab::slab::{self, Slab};
 
 impl Owned<'_> {
     /// Hands the remote frees waiting in batches to their slabs.
@@ -334,7 +334,7 @@ impl Owned<'_> {
         let before = heap.slabs_retired.load(Relaxed);
         self.flush_bins_in(&mut g, pages);
         // SAFETY: this handle is the heap's owner.
-        unsafe { heap.large_bins.drain(pages) };
+        unsafe { heap.block_bins.drain(pages) };
         self.take_emptied(&mut g, pages);
         self.process_delayed(&mut g, pages);
         self.release_parked_owned(pages);

@@ -1,9 +1,9 @@
-//! A heap's way into its large bins (`large_bins.rs`, the thread cache of
+//! A heap's way into its large bins (`block_bins.rs`, the thread cache of
 //! the page-granular band): the entry points malloc and free call for
 //! blocks of up to [`BIN_MAX_BYTES`], and the byte counts they keep. Apart
 //! from `heap.rs`, which holds the small-object fast paths, so each file
 //! reads in one sitting; the bins themselves, their tuning and their
-//! locking are `large_bins.rs`'s.
+//! locking are `block_bins.rs`'s.
 
 use core::ptr;
 
@@ -13,8 +13,8 @@ use crate::page::{LargeBlock, PageKind};
 use crate::page_alloc::classes::{class_of_small, class_pages};
 use crate::page_alloc::Pages;
 
+use super::block_bins::{BIN_CLASSES, BIN_MAX_BYTES};
 use super::heap::Heap;
-use super::large_bins::{BIN_CLASSES, BIN_MAX_BYTES};
 
 impl Heap {
     /// malloc's way into the owner's large bins, for a request of `size`
@@ -41,7 +41,7 @@ impl Heap {
         let class = class_of_small(size.div_ceil(PAGE_SIZE));
         // SAFETY: forwarded contract.
         unsafe {
-            let (head, class) = self.large_bins.take(class, epoch, pages);
+            let (head, class) = self.block_bins.take(class, epoch, pages);
             if head.is_null() {
                 return ptr::null_mut();
             }
@@ -53,7 +53,7 @@ impl Heap {
     /// [`alloc_from_bins`](Self::alloc_from_bins)'s common case alone, for
     /// malloc's fast path: a request of at most [`BIN_MAX_BYTES`], aligned
     /// to a page at most and not zeroed, served by a plain hit
-    /// ([`LargeBins::take_hit`]). Null when anything else is needed: the
+    /// ([`BlockBins::take_hit`]). Null when anything else is needed: the
     /// caller then takes the whole path, which does it.
     ///
     /// # Safety
@@ -64,7 +64,7 @@ impl Heap {
         let class = class_of_small(size.div_ceil(PAGE_SIZE));
         // SAFETY: forwarded contract.
         unsafe {
-            let (head, class) = self.large_bins.take_hit(class, epoch);
+            let (head, class) = self.block_bins.take_hit(class, epoch);
             if head.is_null() {
                 return ptr::null_mut();
             }
@@ -75,7 +75,7 @@ impl Heap {
 
     /// [`free_to_bins`](Self::free_to_bins)'s common case alone, for free's
     /// fast path: `b` of a binned class goes in without a spill
-    /// ([`LargeBins::put_fits`]). False (nothing done) when anything else
+    /// ([`BlockBins::put_fits`]). False (nothing done) when anything else
     /// is needed.
     ///
     /// # Safety
@@ -86,7 +86,7 @@ impl Heap {
         // SAFETY: forwarded contract.
         unsafe {
             let class = usize::from((*b).order).wrapping_sub(1);
-            if class >= BIN_CLASSES || !self.large_bins.put_fits(b, class, epoch) {
+            if class >= BIN_CLASSES || !self.block_bins.put_fits(b, class, epoch) {
                 return false;
             }
             self.note_large_freed(class_pages(class) * PAGE_SIZE);
@@ -123,7 +123,7 @@ impl Heap {
                 "a huge block with a class tag"
             );
             self.note_large_freed(class_pages(class) * PAGE_SIZE);
-            Some(self.large_bins.put(b, class, epoch, pages))
+            Some(self.block_bins.put(b, class, epoch, pages))
         }
     }
 }

@@ -15,8 +15,8 @@ use crate::report;
 use crate::section::desc_of;
 
 use super::heap::{Heap, Owned};
-use super::object::FreeObject;
-use super::slab::{self, Slab};
+use crate::slab::object::FreeObject;
+use crate::slab::slab::{self, Slab};
 
 /// What the free fast path leaves to do.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

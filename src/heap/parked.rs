@@ -20,8 +20,8 @@ use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use crate::geometry::PAGE_SIZE;
 use crate::page::PageList;
 
-use super::classes::SLAB_ORDER;
-use super::slab::Slab;
+use crate::slab::classes::SLAB_ORDER;
+use crate::slab::slab::Slab;
 use crate::sync::TryLock;
 
 /// Bytes of one parked slab.

@@ -34,10 +34,10 @@ use core::ptr;
 
 use crate::geometry::PAGE_DESC_SIZE;
 
-use super::classes::SLAB_PAGES;
-use super::object::FreeObject;
-use super::remote_list::{self, Pushed};
-use super::slab::{self, Slab};
+use crate::slab::classes::SLAB_PAGES;
+use crate::slab::object::FreeObject;
+use crate::slab::remote_list::{self, Pushed};
+use crate::slab::slab::{self, Slab};
 
 /// Chains a heap keeps at once (a power of two).
 pub const REMOTE_SLOTS: usize = 8;

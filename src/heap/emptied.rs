@@ -59,11 +59,11 @@ use core::sync::atomic::Ordering::*;
 
 use crate::page_alloc::Pages;
 
-use super::classes::NR_CLASSES;
+use super::block_bins::FORK_GATE;
 use super::heap::{empty_slab, Heap, ListsGuard, Owned};
-use super::large_bins::FORK_GATE;
-use super::remote_list;
-use super::slab::{self, Slab};
+use crate::slab::classes::NR_CLASSES;
+use crate::slab::remote_list;
+use crate::slab::slab::{self, Slab};
 
 /// Ticks between sweeps of a heap's lists for slabs whose every object is
 /// free (see the module docs).
@@ -246,7 +246,7 @@ impl Heap {
         let made = self.slabs_created.load(Relaxed);
         let gone = self.slabs_retired.load(Relaxed);
         let parked = (self.parked.bytes()
-            / (crate::geometry::PAGE_SIZE << super::classes::SLAB_ORDER))
+            / (crate::geometry::PAGE_SIZE << crate::slab::classes::SLAB_ORDER))
             as u64;
         made > gone.saturating_add(parked)
     }

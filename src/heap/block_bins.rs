@@ -23,7 +23,7 @@
 //! - at its first use in each tick the owner decays `high` by an eighth
 //!   towards [`BINS_HIGH_MIN`] and spills the excess; the bins of a thread
 //!   that used them in neither this tick nor the last are spilled whole by
-//!   the tick itself ([`LargeBins::drain_if_idle`]), so idle memory goes
+//!   the tick itself ([`BlockBins::drain_if_idle`]), so idle memory goes
 //!   back as a pageset's does.
 //!
 //! The owner enters through a [`BiasedLock`] (plain stores while no one
@@ -33,7 +33,7 @@
 //! `Cached`, so freeing it again is a double free; it is charged to the
 //! budget as any block the page allocator handed out.
 //!
-//! Invariants (checked by [`LargeBins::check`]): `count` = Σ pages of the
+//! Invariants (checked by [`BlockBins::check`]): `count` = Σ pages of the
 //! binned blocks = `held`; every block in bin `c` is a `Cached` head of
 //! `class_pages(c)` pages; `len[c] ≤ BIN_SLOTS`.
 
@@ -132,7 +132,7 @@ struct State {
 /// KiB blocks: 1.10× the time when a change to the bins moved this struct
 /// 252 bytes).
 #[repr(C, align(64))]
-pub struct LargeBins {
+pub struct BlockBins {
     lock: BiasedLock,
     state: UnsafeCell<State>,
     /// `count`, for looks without the lock (the tick's idle check).
@@ -145,12 +145,12 @@ pub struct LargeBins {
 
 // SAFETY: `state` is only reached under `lock` (the owner's biased side or
 // the remote side); the other fields are atomics.
-unsafe impl Sync for LargeBins {}
+unsafe impl Sync for BlockBins {}
 
-impl LargeBins {
+impl BlockBins {
     /// Empty bins.
-    pub const fn new() -> LargeBins {
-        LargeBins {
+    pub const fn new() -> BlockBins {
+        BlockBins {
             lock: BiasedLock::new(),
             state: UnsafeCell::new(State {
                 slots: [[ptr::null_mut(); BIN_SLOTS]; BIN_CLASSES],
@@ -515,7 +515,7 @@ impl LargeBins {
     }
 }
 
-impl Default for LargeBins {
+impl Default for BlockBins {
     fn default() -> Self {
         Self::new()
     }

@@ -66,8 +66,8 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crossbeam_utils::CachePadded;
 
-use super::classes::{BIN_SHIFT, CAPACITY, CLASS_SIZE, MAX_CAPACITY, NR_CLASSES};
-use super::object::FreeObject;
+use crate::slab::classes::{BIN_SHIFT, CAPACITY, CLASS_SIZE, MAX_CAPACITY, NR_CLASSES};
+use crate::slab::object::FreeObject;
 use crate::sync::bump;
 use crate::util::addressed_by_register;
 
