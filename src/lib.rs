@@ -76,6 +76,7 @@
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 
+mod alert;
 mod config;
 mod geometry;
 mod global;
@@ -87,7 +88,6 @@ mod malloc;
 mod meta;
 mod page;
 mod page_alloc;
-mod report;
 mod runtime;
 mod section;
 mod settings;

@@ -7,7 +7,7 @@
 //! alignment gives EINVAL with outputs untouched; `free(NULL)` does nothing
 //! and `free` never changes errno; freeing a pointer that is not ours, that
 //! points inside a block, or that is already free prints one line and
-//! aborts (see `report.rs`).
+//! aborts (see `alert.rs`).
 
 use core::sync::atomic::Ordering::Relaxed;
 

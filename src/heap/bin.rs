@@ -507,7 +507,7 @@ impl Bins {
     pub fn fill(&mut self, class: usize, head: *mut u8, n: u32) {
         let left = self.bins[class].head;
         if !left.is_null() {
-            crate::report::fatal(
+            crate::alert::fatal(
                 "malloc(): free list corrupted (a block freed twice?) at",
                 left,
             );

@@ -10,8 +10,8 @@
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
+use crate::alert;
 use crate::page_alloc::Pages;
-use crate::report;
 use crate::section::desc_of;
 
 use super::heap::{Heap, Owned};
@@ -174,7 +174,7 @@ pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usi
     // SAFETY: as in `free`; the checks are repeated here in full.
     unsafe {
         if slab::object_at(s, p).is_none() {
-            report::fatal("free(): invalid pointer (not the start of a block)", p);
+            alert::fatal("free(): invalid pointer (not the start of a block)", p);
         }
         if !FreeObject::at(p).holds(key) && (*s).owner.load(Relaxed) != h as *mut u8 {
             free_remote(p, s, h, key);
@@ -221,9 +221,9 @@ pub unsafe fn free_keyed_or_own(p: *mut u8, s: *mut Slab, h: *const Heap, key: u
             // otherwise. The owner's walk is kept for the message's sake:
             // it is the common double free, and proves the rest.
             if !mine || is_free_in(h, s, p) {
-                report::fatal("free(): double free detected", p);
+                alert::fatal("free(): double free detected", p);
             }
-            report::fatal("free(): double free detected (pending remote free)", p);
+            alert::fatal("free(): double free detected (pending remote free)", p);
         }
         if mine {
             return free_checked(p, s, h, key);
@@ -295,11 +295,11 @@ pub unsafe fn checked_size(
     // SAFETY: as in `free`.
     unsafe {
         if slab::object_at(s, p).is_none() {
-            report::fatal(invalid, p);
+            alert::fatal(invalid, p);
         }
         if let Some(msg) = freed {
             if FreeObject::at(p).holds(key) {
-                report::fatal(msg, p);
+                alert::fatal(msg, p);
             }
         }
         slab::object_size(s)

@@ -229,7 +229,7 @@ impl Owned<'_> {
                 p = next;
             }
             if !p.is_null() {
-                crate::report::fatal("free(): free list corrupted (a block freed twice?) at", p);
+                crate::alert::fatal("free(): free list corrupted (a block freed twice?) at", p);
             }
         }
     }

@@ -22,10 +22,10 @@ mod huge_thp;
 
 use core::sync::atomic::Ordering::Acquire;
 
+use crate::alert;
 use crate::geometry::{LARGE_MAX, PAGE_SHIFT, PAGE_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
 use crate::page_alloc::{classes, Pages};
-use crate::report;
 use crate::section::page_addr;
 
 /// Pages a large block for `size` bytes aligned to `align` holds: its size
@@ -164,15 +164,15 @@ pub unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut Large
     let kind = PageKind::from_u8(unsafe { (*d).kind.load(Acquire) });
     match kind {
         PageKind::Large if p as usize == page_addr(d) => d.cast(),
-        PageKind::Large => report::fatal(
+        PageKind::Large => alert::fatal(
             match who {
                 Caller::Free => "free(): invalid pointer (inside a block)",
                 _ => who.invalid(),
             },
             p,
         ),
-        k if k.is_freed() => report::fatal(who.freed(), p),
-        _ => report::fatal(who.invalid(), p),
+        k if k.is_freed() => alert::fatal(who.freed(), p),
+        _ => alert::fatal(who.invalid(), p),
     }
 }
 
@@ -185,15 +185,15 @@ pub unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut Large
 #[cold]
 pub unsafe fn checked_huge(p: *mut u8, who: Caller) -> *mut LargeBlock {
     let Some(d) = crate::section::huge_desc(p as usize) else {
-        report::fatal(who.invalid(), p)
+        alert::fatal(who.invalid(), p)
     };
     // SAFETY: a huge block's descriptor is mapped while its chunk is
     // marked.
     let kind = PageKind::from_u8(unsafe { (*d).kind.load(Acquire) });
     match kind {
         PageKind::Huge => d.cast(),
-        k if k.is_freed() => report::fatal(who.freed(), p),
-        _ => report::fatal(who.invalid(), p),
+        k if k.is_freed() => alert::fatal(who.freed(), p),
+        _ => alert::fatal(who.invalid(), p),
     }
 }
 

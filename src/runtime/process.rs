@@ -11,13 +11,13 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering::*};
 
+use crate::alert;
 use crate::geometry::{MAX_SECTIONS, PAGE_SIZE, SECTION_SIZE};
 use crate::heap::{Heap, HeapRegistry};
 use crate::large::huge::HugeBlocks;
 use crate::page_alloc::pcp::tune;
 use crate::page_alloc::zone::{StealRules, ThpPolicy, ZoneConfig, NO_LIMIT};
 use crate::page_alloc::{PageAllocator, Pages};
-use crate::report;
 use crate::settings::{self, PcpMode, SETTINGS};
 use crate::sys;
 
@@ -132,7 +132,7 @@ fn init_slow_with(configure: impl FnOnce()) -> bool {
 
 fn init() -> bool {
     if sys::page_size() != PAGE_SIZE {
-        report::warn("unsupported page size (pcpalloc needs 4 KiB pages); allocations will fail");
+        alert::warn("unsupported page size (pcpalloc needs 4 KiB pages); allocations will fail");
         return false;
     }
     settings::load_from_env();

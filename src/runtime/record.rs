@@ -54,7 +54,7 @@ fn open_file() -> bool {
     };
     let fd = files::create_for_this_process(prefix, PidIn::Suffix, true);
     if fd < 0 {
-        crate::report::warn("cannot create the PCPALLOC_TRACE file; not tracing");
+        crate::alert::warn("cannot create the PCPALLOC_TRACE file; not tracing");
         return false;
     }
     // SAFETY: getpid has no preconditions.

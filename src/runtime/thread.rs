@@ -193,7 +193,7 @@ pub(super) fn report_at_exit() {
     };
     let file = files::create_for_this_process(path, PidIn::Placeholder, false);
     if file < 0 {
-        crate::report::warn("cannot open PCPALLOC_STATS_FILE; the report goes to stderr");
+        crate::alert::warn("cannot open PCPALLOC_STATS_FILE; the report goes to stderr");
         report::print_stats(fd);
         return;
     }

@@ -235,7 +235,7 @@ pub unsafe fn init(head: *mut Page, class: usize, owner: *mut u8) -> *mut Slab {
     // alignment would take its neighbours' frees. Checked on this cold
     // path in release builds too, reported without allocating.
     if free_view(head) != s {
-        crate::report::fatal(
+        crate::alert::fatal(
             "internal error: a slab block off its alignment at",
             head.cast(),
         );

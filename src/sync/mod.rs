@@ -621,7 +621,7 @@ fn pass_for_fork(addr: usize) -> bool {
     }
     let n = PASSED_LEN.load(Ordering::Relaxed);
     if n == PASSED_MAX {
-        crate::report::fatal(
+        crate::alert::fatal(
             "fork: too many locks gone through for the fork, at",
             addr as *const u8,
         );

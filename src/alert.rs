@@ -1,4 +1,4 @@
-//! Fatal reports: one line on stderr naming the problem and the address,
+//! What the allocator says on stderr. Fatal: one line naming the problem and the address,
 //! then abort — as glibc does for a corrupted heap — instead of carrying on
 //! and corrupting it further. No allocation anywhere on this path.
 
