@@ -182,14 +182,7 @@ impl Pageset {
             large_waiting: AtomicUsize::new(0),
             large_pages: AtomicUsize::new(0),
             inner: UnsafeCell::new(PagesetInner {
-                s: PcpState {
-                    count: 0,
-                    high: 0,
-                    flags: 0,
-                    alloc_factor: 0,
-                    free_factor: 0,
-                    free_count: 0,
-                },
+                s: PcpState::new(0),
                 lists: [const { PageList::new() }; NR_PCP_LISTS],
                 c: PcpCounters {
                     alloc_zone: 0,
