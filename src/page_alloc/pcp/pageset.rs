@@ -384,7 +384,7 @@ impl Pageset {
                 to_drain = g.s.count;
                 g.large.drain_all(zone)
             } else {
-                g.large.tick(zone, &params)
+                g.large.tick(zone, &params, k)
             };
             g.c.decayed += large as u64;
             g.c.free_zone += large as u64;
@@ -490,7 +490,7 @@ impl Pageset {
         c.large_free_high = l.c.free_high;
         c.large_steals = l.c.steals;
         c.large_count = l.count as u64;
-        c.large_high = l.high as u64;
+        c.large_high = l.high() as u64;
         c.large_resident = l.waiting() as u64;
         c.large_measured = l.measured();
         c.large_released_pages = l.c.released_pages;

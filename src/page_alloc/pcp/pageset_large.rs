@@ -58,7 +58,7 @@ impl Pageset {
         let Some(mut g) = self.enter(owner) else {
             return self.alloc_large_busy(zone, class);
         };
-        let (p, c) = g.large.take(class);
+        let (p, c) = g.large.take(class, &knobs());
         if !p.is_null() {
             // The pageset's own counters see the large lists too.
             g.c.pgalloc += class_pages(c) as u64;

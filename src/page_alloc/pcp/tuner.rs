@@ -134,6 +134,17 @@ impl Tuner {
         self.high
     }
 
+    /// `high` at least `high_min` when auto-tuning (a `high_max` that fell
+    /// since is left to the next give-back), else `high_min`.
+    #[inline]
+    pub fn raise_to_floor(&mut self, p: &TunerParams, k: &Knobs) {
+        self.high = if k.heuristics.has(AUTO_TUNE) {
+            self.high.max(p.high_min)
+        } else {
+            p.high_min
+        };
+    }
+
     /// An allocation of `units` from the cache: free_count is halved
     /// (v6.7) or reduced by the units taken (seed 002 v1).
     #[inline(always)]
