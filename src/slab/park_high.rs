@@ -31,10 +31,10 @@ use crate::page_alloc::pcp::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::Pages;
 use crate::sync::bump;
 
+use super::classes::SLAB_ORDER;
 use super::emptied::SWEEP_TICKS;
 use super::heap::{Heap, ListsGuard, Local, Owned, PARK_HIGH_MAX, PARK_HIGH_MIN};
 use super::lifetime::Lifetimes;
-use super::classes::SLAB_ORDER;
 use super::slab::{self, Slab};
 
 /// Bytes of one slab: the parked slabs' batch, and what a free_high drain

@@ -46,8 +46,8 @@ use crate::geometry::MAX_ORDER_PAGES;
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
 
 use super::large_resident::{Lists, Residency};
-use crate::page_alloc::classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
+use crate::page_alloc::classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::watermark::PcpParams;
 use crate::page_alloc::zone::{Grow, Zone};
@@ -384,8 +384,7 @@ impl LargeLists {
         let below = k.heuristics.has(heuristic::BELOW_HIGH) && zone.check_below_high(0);
         // A miss after blocks were given back for lack of room: make room
         // for this one (the refill half of the auto-tuning).
-        self.t
-            .grow_after_give_back(pages as i32, &self.p, below, k);
+        self.t.grow_after_give_back(pages as i32, &self.p, below, k);
         let want = self.batch_blocks(pages, params.batch as usize, self.high());
         let mut got = PageList::new();
         // Never grows the zone: a miss there drains every pageset's large
@@ -535,7 +534,8 @@ impl LargeLists {
         self.c.free_high += 1;
         self.p.batch = zone.pcp_params().batch as i32;
         let keep = self.t.free_high(&self.p, k).max(0) as usize;
-        self.drain(zone, self.waiting().saturating_sub(keep), class).0
+        self.drain(zone, self.waiting().saturating_sub(keep), class)
+            .0
     }
 
     /// Past `high`: gives back down to `high - high >> LARGE_DRAIN_SHIFT`

@@ -354,7 +354,11 @@ mod tests {
         assert_eq!(t.free_count, 80);
         t.on_alloc(8, &k);
         assert_eq!(t.free_count, 40);
-        let ke = knobs(Heuristics::ALL, FreeHighThreshold::BatchPlusHalfHighMin, FreeCountMode::Exact);
+        let ke = knobs(
+            Heuristics::ALL,
+            FreeHighThreshold::BatchPlusHalfHighMin,
+            FreeCountMode::Exact,
+        );
         t.on_alloc(8, &ke);
         assert_eq!(t.free_count, 32);
         for _ in 0..5 {
@@ -372,7 +376,11 @@ mod tests {
         }
         assert_eq!(c.free_count, 24);
         // FREE_COUNT off: nothing counted.
-        let kb = knobs(Heuristics::BASE, FreeHighThreshold::Batch, FreeCountMode::Halve);
+        let kb = knobs(
+            Heuristics::BASE,
+            FreeHighThreshold::Batch,
+            FreeCountMode::Halve,
+        );
         let mut b = Tuner::new(64);
         b.on_free(8, &P, &kb);
         assert_eq!(b.free_count, 0);
@@ -410,7 +418,10 @@ mod tests {
         }
         assert_eq!(t.free_count, 600);
         assert!(t.wants_free_high(200, &P, &k));
-        assert!(!t.wants_free_high(16, &P, &k), "nothing past the batch kept");
+        assert!(
+            !t.wants_free_high(16, &P, &k),
+            "nothing past the batch kept"
+        );
         assert_eq!(t.free_high(&P, &k), 16);
         assert_eq!((t.high, t.free_count), (236, 0));
         t.high = 100;
@@ -430,7 +441,11 @@ mod tests {
 
     #[test]
     fn base_is_a_fixed_high_without_free_high() {
-        let kb = knobs(Heuristics::BASE, FreeHighThreshold::Batch, FreeCountMode::Halve);
+        let kb = knobs(
+            Heuristics::BASE,
+            FreeHighThreshold::Batch,
+            FreeCountMode::Halve,
+        );
         let mut t = Tuner::new(500);
         t.decay(&P, &kb);
         assert_eq!(t.high, 64, "AUTO_TUNE off: high_min");
