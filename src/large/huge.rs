@@ -24,8 +24,8 @@
 //! cache for a whole tick are unmapped — idle memory still goes back to
 //! the OS within a tick or two. free_count counts what is freed without
 //! allocations: with a free_high threshold of `batch` or `5batch` (4 MiB,
-//! or 20) a program that only frees huge blocks keeps `HUGE_HIGH_MIN` of
-//! them cached and unmaps the rest; the default threshold leaves the
+//! or 20) a program that only frees huge blocks unmaps the blocks it
+//! caches (a drain keeps a batch, 4 MiB: no block); the default threshold leaves the
 //! cache without free_high, as before the tuner was shared. With the
 //! heuristics off (`base`) `high` stays at `HUGE_HIGH_MIN`.
 //!
@@ -233,15 +233,16 @@ impl HugeBlocks {
 
     /// The cache's bounds and units (pages) for the tuner: `high` between
     /// `HUGE_HIGH_MIN` and an eighth of what `budget` is sized from; a
-    /// batch of 4 MiB (a huge block is larger); a free_high drain keeps
-    /// `HUGE_HIGH_MIN`; no free_high under the default threshold.
+    /// batch of 4 MiB (a huge block is larger), which a free_high drain
+    /// keeps (so keeps no block); no free_high under the default
+    /// threshold.
     pub fn params(budget: &Budget) -> TunerParams {
         let high_max = (budget.size() >> HUGE_HIGH_LIMIT_SHIFT).max(HUGE_HIGH_MIN);
         TunerParams {
             batch: MAX_ORDER_PAGES as i32,
             high_min: pages_of(HUGE_HIGH_MIN),
             high_max: pages_of(high_max),
-            keep: pages_of(HUGE_HIGH_MIN),
+            keep: MAX_ORDER_PAGES as i32,
             free_count_cap: 1 << 30,
             own_free_high: OwnFreeHigh::Never,
         }
