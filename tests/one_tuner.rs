@@ -53,9 +53,12 @@ fn of(level: &str, c: &HashMap<String, u64>) -> Vec<u64> {
         .collect()
 }
 
+/// A level and its counters under two settings.
+type Row = (String, Vec<u64>, Vec<u64>);
+
 /// Runs every level under `a` and `b`; returns, per level, the two sets of
 /// counters, and the levels where they were the same.
-fn compare(a: (&str, &str), b: (&str, &str)) -> (Vec<(String, Vec<u64>, Vec<u64>)>, Vec<String>) {
+fn compare(a: (&str, &str), b: (&str, &str)) -> (Vec<Row>, Vec<String>) {
     let mut rows = Vec::new();
     let mut same = Vec::new();
     for (level, names) in LEVELS {
