@@ -6,7 +6,8 @@
 //! MiB) — under LD_PRELOAD, with its own pageset (PCPALLOC_PCP=thread) and
 //! no tick in the run, so its counters are the same from run to run; each
 //! test reads the level's counters from the PCPALLOC_STATS report under
-//! two settings of one knob and asserts they differ. (Before: the knobs
+//! two settings of one knob (the free_high threshold, the heuristics, the
+//! high fraction) and asserts they differ. (Before: the knobs
 //! reached the order lists alone — and the class lists' AUTO_TUNE and
 //! FREE_COUNT gates — so the bins, parked slabs and huge cache counted the
 //! same under every setting.)
@@ -123,6 +124,35 @@ fn heuristics_base_reaches_every_level() {
             "park" => assert!(base[0] > all[0], "{level}: slabs made {base:?} {all:?}"),
             "huge" => assert!(base[0] < all[0], "{level}: cache hits {base:?} {all:?}"),
             _ => unreachable!(),
+        }
+    }
+}
+
+/// PCPALLOC_HIGH_FRACTION=8 against 0 (auto-tune): a manual fraction
+/// fixes the pagesets' high, and so every level's — the bins and parked
+/// slabs at their floor, the huge cache at its 32 MiB.
+#[test]
+fn high_fraction_reaches_every_level() {
+    if !have_preload_lib() {
+        return skip("no libpcpalloc.so to preload");
+    }
+    let f = "PCPALLOC_HIGH_FRACTION";
+    let (rows, same) = compare((f, "8"), (f, "0"));
+    assert!(
+        same.is_empty(),
+        "the high fraction did not reach: {same:#?}"
+    );
+    for (level, fixed, tuned) in &rows {
+        match level.as_str() {
+            "park" => assert!(
+                fixed[0] > tuned[0],
+                "{level}: slabs made {fixed:?} {tuned:?}"
+            ),
+            "huge" => assert!(
+                fixed[0] < tuned[0],
+                "{level}: cache hits {fixed:?} {tuned:?}"
+            ),
+            _ => {}
         }
     }
 }

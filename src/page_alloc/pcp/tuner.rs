@@ -44,7 +44,9 @@
 //! cache of fixed size `high_min` that gives back past it: no growth, no
 //! decay, no free_count, no free_high — v6.6's pageset at every level.
 //! `PCPALLOC_HIGH_FRACTION` fixes the order lists' `high_min = high_max`
-//! (and so the class lists' floor, which is at least it).
+//! (and so the class lists' floor, which is at least it) and, through
+//! [`Knobs::fixed_high`], keeps every level at its `high_min` as AUTO_TUNE
+//! off would (the order lists keep the rest of the kernel's rule).
 //!
 //! Pure arithmetic on plain fields: no allocation, no division (shifts).
 
@@ -122,11 +124,20 @@ impl Tuner {
         }
     }
 
+    /// Whether `high` auto-tunes: AUTO_TUNE on and no manual high
+    /// fraction (`PCPALLOC_HIGH_FRACTION` fixes the pagesets' high, so
+    /// every level stays at its `high_min`; the order lists' `high_min`
+    /// then equals their `high_max`).
+    #[inline(always)]
+    pub fn auto_tunes(k: &Knobs) -> bool {
+        k.heuristics.has(AUTO_TUNE) && !k.fixed_high
+    }
+
     /// `high` within its bounds: clamped to `[high_min, high_max]` when
     /// auto-tuning, else `high_min`. Returns it.
     #[inline]
     pub fn clamp_high(&mut self, p: &TunerParams, k: &Knobs) -> i32 {
-        self.high = if k.heuristics.has(AUTO_TUNE) {
+        self.high = if Self::auto_tunes(k) {
             self.high.clamp(p.high_min, p.high_max.max(p.high_min))
         } else {
             p.high_min
@@ -138,7 +149,7 @@ impl Tuner {
     /// since is left to the next give-back), else `high_min`.
     #[inline]
     pub fn raise_to_floor(&mut self, p: &TunerParams, k: &Knobs) {
-        self.high = if k.heuristics.has(AUTO_TUNE) {
+        self.high = if Self::auto_tunes(k) {
             self.high.max(p.high_min)
         } else {
             p.high_min
@@ -211,7 +222,7 @@ impl Tuner {
     /// auto-tuning.
     #[inline]
     pub fn cut_high(&mut self, p: &TunerParams, k: &Knobs) {
-        self.high = if k.heuristics.has(AUTO_TUNE) {
+        self.high = if Self::auto_tunes(k) {
             (self.high - (p.batch << k.batch_scale_max)).max(p.high_min)
         } else {
             p.high_min
@@ -233,7 +244,7 @@ impl Tuner {
     #[inline]
     pub fn may_grow(below_high: bool, k: &Knobs) -> bool {
         let h = k.heuristics;
-        h.has(AUTO_TUNE) && !(h.has(BELOW_HIGH) && below_high)
+        Self::auto_tunes(k) && !(h.has(BELOW_HIGH) && below_high)
     }
 
     /// Grows `high` by `by`, up to `high_max`, if it may grow. Returns
@@ -278,7 +289,7 @@ impl Tuner {
     #[inline]
     pub fn decay(&mut self, p: &TunerParams, k: &Knobs) -> bool {
         self.missed = 0;
-        if !k.heuristics.has(AUTO_TUNE) {
+        if !Self::auto_tunes(k) {
             self.high = p.high_min;
             return false;
         }
