@@ -139,22 +139,22 @@ impl Knobs {
             | (self.fixed_high as u32) << 15
     }
 
-    /// The knobs from [`to_bits`](Self::to_bits).
+    /// The knobs from [`to_bits`](Self::to_bits) (table lookups, no
+    /// branches: every cache level decodes them on its slow paths).
     #[inline]
     pub fn from_bits(v: u32) -> Knobs {
+        const MODES: [FreeCountMode; 2] = [FreeCountMode::Halve, FreeCountMode::Exact];
+        const THRESHOLDS: [FreeHighThreshold; 4] = [
+            FreeHighThreshold::Batch,
+            FreeHighThreshold::FiveBatch,
+            FreeHighThreshold::BatchPlusHalfHighMin,
+            FreeHighThreshold::BatchPlusHalfHighMin,
+        ];
         Knobs {
             heuristics: Heuristics(v & 0xff),
             batch_scale_max: ((v >> 8) & 0xf).min(MAX_BATCH_SCALE_MAX),
-            free_count_mode: if v & (1 << 12) != 0 {
-                FreeCountMode::Exact
-            } else {
-                FreeCountMode::Halve
-            },
-            free_high_threshold: match (v >> 13) & 3 {
-                0 => FreeHighThreshold::Batch,
-                1 => FreeHighThreshold::FiveBatch,
-                _ => FreeHighThreshold::BatchPlusHalfHighMin,
-            },
+            free_count_mode: MODES[((v >> 12) & 1) as usize],
+            free_high_threshold: THRESHOLDS[((v >> 13) & 3) as usize],
             fixed_high: v & (1 << 15) != 0,
         }
     }

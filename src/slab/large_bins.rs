@@ -51,7 +51,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use crate::geometry::PAGE_SIZE;
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::page_alloc::classes::{class_of, class_pages, SMALL_CLASS_PAGES};
-use crate::page_alloc::knobs::{heuristic, Knobs, DEFAULT_BATCH_SCALE_MAX};
+use crate::page_alloc::knobs::{heuristic, FreeCountMode, Knobs, DEFAULT_BATCH_SCALE_MAX};
 use crate::page_alloc::pcp::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::Pages;
 use crate::sync::{bump, BiasedLock, ForkGate};
@@ -140,11 +140,15 @@ struct State {
     /// for lack of room since the last tick.
     t: Tuner,
     /// The knobs the owner's last slow path read ([`Knobs::to_bits`]),
-    /// for the fast paths.
+    /// for the fast paths, and decoded.
     knob_bits: u32,
+    k: Knobs,
     /// free_count's free_high threshold under those knobs, capped: a fast
     /// free leaves it below (`i32::MAX`: FREE_COUNT off).
     free_high_at: i32,
+    /// Under those knobs an allocation halves free_count (the default
+    /// FREE_COUNT with `halve`): the fast path's one test.
+    halve: bool,
 }
 
 /// A heap's large bins. See the module docs.
@@ -181,7 +185,9 @@ impl LargeBins {
                 count: 0,
                 t: Tuner::new(BINS_HIGH_MIN as i32),
                 knob_bits: Knobs::DEFAULT.to_bits(),
+                k: Knobs::DEFAULT,
                 free_high_at: 2 * BINS_HIGH_MIN as i32,
+                halve: true,
             }),
             c: BinCounters::new(),
             held: AtomicUsize::new(0),
@@ -277,8 +283,12 @@ impl LargeBins {
             if self.epoch.load(Relaxed) == epoch {
                 r = self.pop(st, class);
                 if !r.0.is_null() {
-                    let k = Knobs::from_bits(st.knob_bits);
-                    st.t.on_alloc(class_pages(class) as i32, &k);
+                    if st.halve {
+                        st.t.free_count >>= 1;
+                    } else {
+                        let k = st.k;
+                        st.t.on_alloc(class_pages(class) as i32, &k);
+                    }
                 }
             }
             self.lock.owner_exit_biased();
@@ -453,7 +463,8 @@ impl LargeBins {
             self.owner(|st| {
                 debug_assert_eq!(st.count, 0);
                 st.t = Tuner::new(BINS_HIGH_MIN as i32);
-                st.set_free_high_at(&Knobs::from_bits(st.knob_bits));
+                let k = st.k;
+                st.set_free_high_at(&k);
             })
         }
     }
@@ -554,10 +565,23 @@ impl State {
     /// BINS_HIGH_MIN with AUTO_TUNE off).
     #[inline]
     fn refresh(&mut self, pages: &Pages<'_>) -> Knobs {
-        let k = pages.allocator().knobs();
-        self.knob_bits = k.to_bits();
+        let bits = pages.allocator().knob_bits();
+        if bits != self.knob_bits {
+            self.new_knobs(bits);
+        }
+        self.k
+    }
+
+    /// The knobs changed (or this is the first slow path since).
+    #[cold]
+    #[inline(never)]
+    fn new_knobs(&mut self, bits: u32) {
+        let k = Knobs::from_bits(bits);
+        self.knob_bits = bits;
+        self.k = k;
+        self.halve =
+            k.heuristics.has(heuristic::FREE_COUNT) && k.free_count_mode == FreeCountMode::Halve;
         self.t.clamp_high(&BINS_PARAMS, &k);
-        k
     }
 
     /// Sets the fast free path's bound on free_count: the free_high

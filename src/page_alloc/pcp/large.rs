@@ -474,15 +474,8 @@ impl LargeLists {
     ///
     /// # Safety
     /// As [`cache`](Self::cache).
-    /// `knobs` reads the knobs in force, only when a decision needs them.
     #[inline]
-    pub unsafe fn free(
-        &mut self,
-        zone: &Zone,
-        p: *mut Page,
-        class: usize,
-        knobs: impl Fn() -> Knobs,
-    ) -> usize {
+    pub unsafe fn free(&mut self, zone: &Zone, p: *mut Page, class: usize, k: &Knobs) -> usize {
         let pages = class_pages(class);
         if self.t.high == 0 {
             self.t.high = self.p.high_min;
@@ -497,9 +490,8 @@ impl LargeLists {
             self.cache(p, class, pages);
         }
         self.c.free += 1;
-        let k = knobs();
-        self.t.on_free(pages as i32, &self.p, &k);
-        if self.t.wants_free_high(self.waiting_i32(), &self.p, &k) {
+        self.t.on_free(pages as i32, &self.p, k);
+        if self.t.wants_free_high(self.waiting_i32(), &self.p, k) {
             // What was freed may hold little: blocks handed out whole and
             // written in part (a thread pool's buffers, freed as a wave
             // ends). Freed pages count as much as the blocks just looked
@@ -510,8 +502,8 @@ impl LargeLists {
             {
                 self.t.free_count = held as i32;
             }
-            if self.t.wants_free_high(self.waiting_i32(), &self.p, &k) {
-                return self.free_high(zone, &k, class);
+            if self.t.wants_free_high(self.waiting_i32(), &self.p, k) {
+                return self.free_high(zone, k, class);
             }
         }
         if self.waiting() > self.high() {
