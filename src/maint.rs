@@ -76,7 +76,7 @@ pub fn tick(
     heaps.drain_idle_block_bins(zone.epoch(), &home);
     heaps.collect_abandoned(&home);
     heaps.collect_idle_emptied(zone.epoch(), &home);
-    let unmapped = huge.tick(&zone.budget, zone.epoch());
+    let unmapped = huge.tick(&zone.budget, zone.epoch(), &k);
     if work.release_memory {
         let most = if work.collapse {
             COLLAPSE_PER_TICK

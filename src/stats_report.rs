@@ -206,7 +206,7 @@ pub struct Stats {
     pub remote_frees: u64,
     /// The thread heaps' block bins (`large_bins`, the report's `large_bin_*`, keep the name they were published with): misses, hits, frees, pages
     /// spilled, free_high spills, and the pages they hold.
-    pub large_bins: [u64; 6],
+    pub block_bins: [u64; 6],
     /// Huge blocks.
     pub huge: HugeUsage,
     /// What reclaims gave back.
@@ -323,7 +323,7 @@ impl Stats {
             slabs_retired: 0,
             slabs_short_lived: 0,
             remote_frees: 0,
-            large_bins: [0; 6],
+            block_bins: [0; 6],
             huge: HugeUsage::default(),
             reclaim: ReclaimCounters::default(),
             thp: (false, 0),
@@ -417,7 +417,7 @@ impl Stats {
         self.slabs_retired = 0;
         self.slabs_short_lived = 0;
         self.remote_frees = 0;
-        self.large_bins = [0; 6];
+        self.block_bins = [0; 6];
         parts.heaps.for_each(|h| {
             self.heaps[0] += 1;
             match h.state.load(Relaxed) {
@@ -430,7 +430,7 @@ impl Stats {
             self.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
             self.remote_frees += h.remote_collected.load(Relaxed);
             let b = &h.block_bins;
-            for (sum, c) in self.large_bins.iter_mut().zip([
+            for (sum, c) in self.block_bins.iter_mut().zip([
                 &b.c.misses,
                 &b.c.hits,
                 &b.c.free,
@@ -439,7 +439,7 @@ impl Stats {
             ]) {
                 *sum += c.load(Relaxed);
             }
-            self.large_bins[5] += b.held_pages() as u64;
+            self.block_bins[5] += b.held_pages() as u64;
         });
     }
 }
@@ -636,12 +636,12 @@ impl Stats {
             "slabs_live" => self.slabs_created - self.slabs_retired,
             "slabs_short_lived" => self.slabs_short_lived,
             "remote_frees" => self.remote_frees,
-            "large_bin_allocs" => self.large_bins[0] + self.large_bins[1],
-            "large_bin_hits" => self.large_bins[1],
-            "large_bin_frees" => self.large_bins[2],
-            "large_bin_spilled_pages" => self.large_bins[3],
-            "large_bin_free_high" => self.large_bins[4],
-            "large_bin_pages" => self.large_bins[5],
+            "large_bin_allocs" => self.block_bins[0] + self.block_bins[1],
+            "large_bin_hits" => self.block_bins[1],
+            "large_bin_frees" => self.block_bins[2],
+            "large_bin_spilled_pages" => self.block_bins[3],
+            "large_bin_free_high" => self.block_bins[4],
+            "large_bin_pages" => self.block_bins[5],
             "huge_blocks" => self.huge.live,
             "huge_live_bytes" => self.huge.live_bytes,
             "huge_bytes" => self.huge.bytes,

@@ -68,8 +68,8 @@ fn park_state(h: &Heap) -> (usize, usize, usize, u64) {
     let mut o = unsafe { h.owned() };
     let l = o.local();
     (
-        l.park_high,
-        l.park_missed,
+        l.park_high(),
+        l.park_missed(),
         h.parked.bytes(),
         h.slabs_created.load(Relaxed),
     )

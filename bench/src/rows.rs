@@ -21,6 +21,7 @@ const fn k(patch: u32, mode: FreeCountMode, th: FreeHighThreshold) -> Knobs {
         batch_scale_max: Knobs::DEFAULT.batch_scale_max,
         free_count_mode: mode,
         free_high_threshold: th,
+        fixed_high: false,
     }
 }
 

@@ -7,24 +7,31 @@
 //! atomic read-modify-write, no list links to rewrite in other
 //! descriptors.
 //!
-//! The bins self-tune as a pageset does (seed 000), in pages:
+//! The bins self-tune with the pagesets' [`Tuner`] (`page_alloc/pcp/
+//! tuner.rs`), in pages, under the same knobs ([`BINS_PARAMS`]):
 //!
 //! - `high` bounds the pages held; a free past it, or into a full bin,
 //!   spills the bin's coldest blocks (then other bins', largest class
-//!   first) to the pageset, and remembers them in `missed`;
+//!   first) to the pageset, and the tuner remembers them;
 //! - a miss grows `high` by the class's pages, as far as blocks were
 //!   spilled for lack of room since the last tick (the refill half of
-//!   patch 7), up to [`BINS_HIGH_MAX`];
-//! - `free_count` counts pages freed since the last allocation (halved by
-//!   each allocation, as patch 9's): when it reaches twice `high` the
-//!   thread only frees, and a free_high spill leaves a quarter of
+//!   patch 7), up to [`BINS_HIGH_MAX`], not while the zone is below its
+//!   high watermark;
+//! - `free_count` counts pages freed without allocations (patch 9, under
+//!   `PCPALLOC_FREE_COUNT`): at the free_high threshold (by default twice
+//!   `high`; `batch` or `5batch` of [`BIN_BATCH`] when set) the thread
+//!   only frees, and a free_high spill leaves a quarter of
 //!   [`BINS_HIGH_MIN`] — the threads that allocate what it frees need the
-//!   rest — and cuts `high` towards [`BINS_HIGH_MIN`];
+//!   rest — and cuts `high` by `BIN_BATCH << BATCH_SCALE_MAX`;
 //! - at its first use in each tick the owner decays `high` by an eighth
 //!   towards [`BINS_HIGH_MIN`] and spills the excess; the bins of a thread
 //!   that used them in neither this tick nor the last are spilled whole by
 //!   the tick itself ([`BlockBins::drain_if_idle`]), so idle memory goes
 //!   back as a pageset's does.
+//!
+//! With the heuristics off (`base`) the bins hold at most
+//! [`BINS_HIGH_MIN`]. The fast paths read the knobs the owner's last slow
+//! path saw (a change reaches them at the next miss, spill or tick).
 //!
 //! The owner enters through a [`BiasedLock`] (plain stores while no one
 //! else wants in); the tick, a reclaim, a trim and the checker take its
@@ -44,6 +51,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use crate::geometry::PAGE_SIZE;
 use crate::page::{LargeBlock, Page, PageKind};
 use crate::page_alloc::classes::{class_of, class_pages, SMALL_CLASS_PAGES};
+use crate::page_alloc::knobs::{heuristic, FreeCountMode, Knobs, DEFAULT_BATCH_SCALE_MAX};
+use crate::page_alloc::pcp::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::Pages;
 use crate::sync::{bump, BiasedLock, ForkGate};
 
@@ -63,14 +72,25 @@ pub const BINS_HIGH_MAX: usize = 1024;
 /// A request may take a binned block up to this many classes larger
 /// (under a half more), as from the pageset's lists.
 pub const STEP_UP: usize = 2;
-/// `high` decays by `high >> DECAY_SHIFT` each tick.
-const DECAY_SHIFT: u32 = 3;
-/// A free_high spill cuts `high` by this many pages (not under
-/// BINS_HIGH_MIN)...
-const FREE_HIGH_CUT: usize = 64;
-/// ... and keeps this many (16 pages): a thread that only frees has no use
-/// for more, the threads that allocate what it frees do.
+/// The bins' batch, in pages: the smallest block they see (malloc's
+/// page-granular blocks start at 8 KiB; a bin moves a block at a time).
+/// The free_high thresholds `batch` and `5batch` count it, and a free_high
+/// spill cuts `high` by `BIN_BATCH << BATCH_SCALE_MAX` (64 pages by
+/// default), not under BINS_HIGH_MIN.
+pub const BIN_BATCH: usize = 2;
+const _: () = assert!(BIN_BATCH << DEFAULT_BATCH_SCALE_MAX == 64);
+/// A free_high spill keeps this many pages (16): a thread that only frees
+/// has no use for more, the threads that allocate what it frees do.
 const FREE_HIGH_KEEP: usize = BINS_HIGH_MIN / 4;
+/// The bins' bounds and units for the tuner.
+pub const BINS_PARAMS: TunerParams = TunerParams {
+    batch: BIN_BATCH as i32,
+    high_min: BINS_HIGH_MIN as i32,
+    high_max: BINS_HIGH_MAX as i32,
+    keep: FREE_HIGH_KEEP as i32,
+    free_count_cap: 1 << 18,
+    own_free_high: OwnFreeHigh::TwiceHigh,
+};
 
 /// Remote drains under way: so no remote side of a bins' lock — nor of a
 /// heap's `slow` lock, which a collection of emptied slabs takes
@@ -116,12 +136,19 @@ struct State {
     len: [u8; BIN_CLASSES],
     /// Pages in the bins.
     count: usize,
-    /// Above it, frees spill (pages).
-    high: usize,
-    /// Pages spilled for lack of room since the last tick.
-    missed: usize,
-    /// Pages freed since the last allocation (halved by each).
-    free_count: usize,
+    /// `high` (above it, frees spill), free_count and the pages spilled
+    /// for lack of room since the last tick.
+    t: Tuner,
+    /// The knobs the owner's last slow path read ([`Knobs::to_bits`]),
+    /// for the fast paths, and decoded.
+    knob_bits: u32,
+    k: Knobs,
+    /// free_count's free_high threshold under those knobs, capped: a fast
+    /// free leaves it below (`i32::MAX`: FREE_COUNT off).
+    free_high_at: i32,
+    /// Under those knobs an allocation halves free_count (the default
+    /// FREE_COUNT with `halve`): the fast path's one test.
+    halve: bool,
 }
 
 /// A heap's large bins. See the module docs.
@@ -156,9 +183,11 @@ impl BlockBins {
                 slots: [[ptr::null_mut(); BIN_SLOTS]; BIN_CLASSES],
                 len: [0; BIN_CLASSES],
                 count: 0,
-                high: BINS_HIGH_MIN,
-                missed: 0,
-                free_count: 0,
+                t: Tuner::new(BINS_HIGH_MIN as i32),
+                knob_bits: Knobs::DEFAULT.to_bits(),
+                k: Knobs::DEFAULT,
+                free_high_at: 2 * BINS_HIGH_MIN as i32,
+                halve: true,
             }),
             c: BinCounters::new(),
             held: AtomicUsize::new(0),
@@ -217,14 +246,16 @@ impl BlockBins {
         // SAFETY: forwarded contract.
         unsafe {
             self.owner(|st| {
+                let k = st.refresh(&pages());
                 if self.epoch.load(Relaxed) != epoch {
-                    self.on_tick(st, epoch, &pages());
+                    self.on_tick(st, epoch, &pages(), &k);
                 }
-                st.free_count >>= 1;
+                st.t.on_alloc(class_pages(class) as i32, &k);
                 let (p, c) = self.pop(st, class);
                 if p.is_null() {
-                    st.grow_on_miss(class, &self.c);
+                    st.grow_on_miss(class, &self.c, &pages(), &k);
                 }
+                st.set_free_high_at(&k);
                 (p, c)
             })
         }
@@ -252,7 +283,12 @@ impl BlockBins {
             if self.epoch.load(Relaxed) == epoch {
                 r = self.pop(st, class);
                 if !r.0.is_null() {
-                    st.free_count >>= 1;
+                    if st.halve {
+                        st.t.free_count >>= 1;
+                    } else {
+                        let k = st.k;
+                        st.t.on_alloc(class_pages(class) as i32, &k);
+                    }
                 }
             }
             self.lock.owner_exit_biased();
@@ -330,10 +366,12 @@ impl BlockBins {
             let n = *st.len.get_unchecked(class) as usize;
             let fits = self.epoch.load(Relaxed) == epoch
                 && n < BIN_SLOTS
-                && st.count + np <= st.high
-                && st.free_count + np < 2 * st.high;
+                && st.count + np <= st.t.high as usize
+                && st.t.free_count + (np as i32) < st.free_high_at;
             if fits {
-                st.free_count += np;
+                if st.free_high_at != i32::MAX {
+                    st.t.free_count += np as i32;
+                }
                 self.push(st, b, class, np);
             }
             self.lock.owner_exit_biased();
@@ -361,37 +399,37 @@ impl BlockBins {
         // SAFETY: forwarded contract.
         unsafe {
             self.owner(|st| {
+                let k = st.refresh(&pages());
                 if self.epoch.load(Relaxed) != epoch {
-                    self.on_tick(st, epoch, &pages());
+                    self.on_tick(st, epoch, &pages(), &k);
                 }
                 let np = class_pages(class);
-                // No overflow: a free_high spill zeroes it, and short of
-                // that it would take 2^58 frees.
-                st.free_count += np;
+                st.t.on_free(np as i32, &BINS_PARAMS, &k);
                 let n = *st.len.get_unchecked(class) as usize;
-                let spill =
-                    n == BIN_SLOTS || st.count + np > st.high || st.free_count >= 2 * st.high;
+                let spill = n == BIN_SLOTS
+                    || st.count + np > st.t.high as usize
+                    || st.t.free_high_due(&BINS_PARAMS, &k);
                 if spill {
-                    st.make_room(class, np, &pages(), &self.c);
+                    st.make_room(class, np, &pages(), &self.c, &k);
                 }
                 self.push(st, b, class, np);
+                st.set_free_high_at(&k);
                 spill
             })
         }
     }
 
     /// The owner's first use in a new tick: `high` decays by an eighth
-    /// towards BINS_HIGH_MIN, the excess spills, `missed` starts over.
+    /// towards BINS_HIGH_MIN, the excess spills, what was spilled for lack
+    /// of room starts over ([`Tuner::decay`]).
     #[cold]
     #[inline(never)]
-    fn on_tick(&self, st: &mut State, epoch: u32, pages: &Pages<'_>) {
+    fn on_tick(&self, st: &mut State, epoch: u32, pages: &Pages<'_>, k: &Knobs) {
         self.epoch.store(epoch, Relaxed);
-        st.missed = 0;
-        if st.high > BINS_HIGH_MIN {
-            st.high = (st.high - (st.high >> DECAY_SHIFT)).max(BINS_HIGH_MIN);
-        }
-        if st.count > st.high {
-            st.spill(st.count - st.high, pages, &self.c);
+        st.t.decay(&BINS_PARAMS, k);
+        let high = st.t.high as usize;
+        if st.count > high {
+            st.spill(st.count - high, pages, &self.c);
         }
     }
 
@@ -424,9 +462,9 @@ impl BlockBins {
         unsafe {
             self.owner(|st| {
                 debug_assert_eq!(st.count, 0);
-                st.high = BINS_HIGH_MIN;
-                st.missed = 0;
-                st.free_count = 0;
+                st.t = Tuner::new(BINS_HIGH_MIN as i32);
+                let k = st.k;
+                st.set_free_high_at(&k);
             })
         }
     }
@@ -472,7 +510,7 @@ impl BlockBins {
     /// The pages held and `high`, for tests (the remote side waits for
     /// the owner to leave).
     pub fn state(&self) -> (usize, usize) {
-        self.remote(|st| (st.count, st.high))
+        self.remote(|st| (st.count, st.t.high as usize))
             .expect("membarrier failed")
     }
 
@@ -522,16 +560,53 @@ impl Default for BlockBins {
 }
 
 impl State {
+    /// The owner's slow path: reads the knobs in force, for it and the
+    /// fast paths after it; `high` is kept within its bounds (at
+    /// BINS_HIGH_MIN with AUTO_TUNE off).
+    #[inline]
+    fn refresh(&mut self, pages: &Pages<'_>) -> Knobs {
+        let bits = pages.allocator().knob_bits();
+        if bits != self.knob_bits {
+            self.new_knobs(bits);
+        }
+        self.k
+    }
+
+    /// The knobs changed (or this is the first slow path since).
+    #[cold]
+    #[inline(never)]
+    fn new_knobs(&mut self, bits: u32) {
+        let k = Knobs::from_bits(bits);
+        self.knob_bits = bits;
+        self.k = k;
+        self.halve =
+            k.heuristics.has(heuristic::FREE_COUNT) && k.free_count_mode == FreeCountMode::Halve;
+        self.t.clamp_high(&BINS_PARAMS, &k);
+    }
+
+    /// Sets the fast free path's bound on free_count: the free_high
+    /// threshold, at most the cap (`i32::MAX`: FREE_COUNT off, no count).
+    #[inline]
+    fn set_free_high_at(&mut self, k: &Knobs) {
+        self.free_high_at = if k.heuristics.has(heuristic::FREE_COUNT) {
+            self.t
+                .free_high_threshold(&BINS_PARAMS, k)
+                .min(BINS_PARAMS.free_count_cap)
+        } else {
+            i32::MAX
+        };
+    }
+
     /// A miss after blocks were spilled for lack of room: make room for
     /// one more of `class` (the refill half of the auto-tuning).
     #[cold]
     #[inline(never)]
-    fn grow_on_miss(&mut self, class: usize, c: &BinCounters) {
+    fn grow_on_miss(&mut self, class: usize, c: &BinCounters, pages: &Pages<'_>, k: &Knobs) {
         bump(&c.misses, 1);
-        if self.missed > 0 {
-            let grow = class_pages(class).min(self.missed);
-            self.missed -= grow;
-            self.high = (self.high + grow).min(BINS_HIGH_MAX);
+        if self.t.missed > 0 {
+            let below = k.heuristics.has(heuristic::BELOW_HIGH) && pages.below_high();
+            self.t
+                .grow_after_give_back(class_pages(class) as i32, &BINS_PARAMS, below, k);
         }
     }
 
@@ -541,29 +616,34 @@ impl State {
     /// the block fits under `high`.
     #[cold]
     #[inline(never)]
-    fn make_room(&mut self, class: usize, np: usize, pages: &Pages<'_>, c: &BinCounters) {
-        if self.free_count >= 2 * self.high && self.count > FREE_HIGH_KEEP {
+    fn make_room(
+        &mut self,
+        class: usize,
+        np: usize,
+        pages: &Pages<'_>,
+        c: &BinCounters,
+        k: &Knobs,
+    ) {
+        if self.t.wants_free_high(self.count as i32, &BINS_PARAMS, k) {
             bump(&c.free_high, 1);
-            self.high = self.high.saturating_sub(FREE_HIGH_CUT).max(BINS_HIGH_MIN);
-            self.free_count = 0;
-            self.spill(self.count - FREE_HIGH_KEEP, pages, c);
+            let keep = self.t.free_high(&BINS_PARAMS, k).max(0) as usize;
+            self.spill(self.count - keep, pages, c);
         }
         let mut spilled = 0;
         if self.len[class] as usize == BIN_SLOTS {
             spilled += self.spill_class(class, BIN_SLOTS / 2, pages, c);
         }
+        let high = self.t.high as usize;
         let mut k = BIN_CLASSES;
-        while self.count + np > self.high && k > 0 {
+        while self.count + np > high && k > 0 {
             k -= 1;
             let n = self.len[k] as usize;
             if n > 0 {
-                let want = (self.count + np - self.high)
-                    .div_ceil(class_pages(k))
-                    .min(n);
+                let want = (self.count + np - high).div_ceil(class_pages(k)).min(n);
                 spilled += self.spill_class(k, want, pages, c);
             }
         }
-        self.missed += spilled;
+        self.t.note_given_back(spilled as i32);
     }
 
     /// Spills at least `want` pages (or everything), largest classes

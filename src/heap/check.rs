@@ -113,8 +113,8 @@ impl Owned<'_> {
             parked += PAGE_SIZE << SLAB_ORDER;
         });
         assert_eq!(parked, self.heap.parked.bytes(), "parked bytes miscounted");
-        assert!(parked <= self.local.park_high);
-        assert!(self.local.park_high <= PARK_HIGH_MAX);
+        assert!(parked <= self.local.park_high());
+        assert!(self.local.park_high() <= PARK_HIGH_MAX);
         Checked {
             free_held: binned + self.local.remote.check(),
             queued,

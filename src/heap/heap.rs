@@ -62,6 +62,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering::*}
 
 use crate::heap_profile::Sampler;
 use crate::page::PageList;
+use crate::page_alloc::pcp::tuner::Tuner;
 use crate::page_alloc::pcp::Pageset;
 use crate::sync::{bump, BiasedLock, Entry};
 use crate::trace::Buffer;
@@ -96,12 +97,9 @@ pub const HEAP_LOST: u8 = 3;
 pub struct Local {
     /// Free objects per class. Hot: first, at offset 0 of the heap.
     pub bins: Bins,
-    /// How many bytes of empty slabs may be parked: auto-tuned like a
-    /// pageset's `high` (see `park_high.rs`).
-    pub park_high: usize,
-    /// Bytes of slabs given back this tick because `park_high` was
-    /// reached, and not yet made room for.
-    pub park_missed: usize,
+    /// How many bytes of empty slabs may be parked (`high`), auto-tuned
+    /// by the pagesets' tuner, in bytes (see `park_high.rs`).
+    pub park: Tuner,
     /// The zone epoch (ticks run) this heap last acted on.
     pub(super) epoch_seen: u32,
     /// The zone epoch of the owner's last sweep of its lists for slabs
@@ -229,8 +227,7 @@ impl Heap {
         Heap {
             local: UnsafeCell::new(Local {
                 bins: Bins::new(limits),
-                park_high: PARK_HIGH_MIN,
-                park_missed: 0,
+                park: Tuner::new(PARK_HIGH_MIN as i32),
                 epoch_seen: 0,
                 swept_at: 0,
                 pageset: ptr::null_mut(),

@@ -1,35 +1,73 @@
 //! How many emptied slabs a heap keeps parked: `park_high`, auto-tuned
-//! ([`Owned`]'s parking half; the parked lists are `parked.rs`, the heap
-//! `heap.rs`).
+//! by the pagesets' [`Tuner`] ([`Owned`]'s parking half; the parked lists
+//! are `parked.rs`, the heap `heap.rs`).
 //!
 //! Emptied slabs are parked (`parked.rs`) rather than sent
 //! straight back: a class that shrinks and grows again — a loop allocating
 //! and freeing a few thousand objects — would otherwise pay a round trip
 //! through the pageset per slab (and, when a burst of slab frees trips
 //! free_high, through the zone lock). Any class can take a parked slab
-//! (every slab has the same order). How much is parked is tuned the way a pageset's
-//! `high` is: `park_high` starts at PARK_HIGH_MIN; each slab given back for
-//! lack of room is remembered, and each new slab the heap then has to ask
-//! for grows `park_high` by its size, up to what was given back (the refill
-//! half), to PARK_HIGH_MAX at most and not while the zone is below its high
-//! watermark; it decays by 1/8 a tick. The tick takes parked slabs back
-//! from every heap, so an idle thread does not keep them; the owner gives
-//! back what is left when it sees the tick on its slow path.
+//! (every slab has the same order). How much is parked is tuned the way a
+//! pageset's `high` is, in bytes, under the same knobs ([`PARK_PARAMS`]):
+//! `park_high` starts at PARK_HIGH_MIN; each slab given back for lack of
+//! room is remembered, and each new slab the heap then has to ask for
+//! grows `park_high` by its size, up to what was given back (the refill
+//! half), to PARK_HIGH_MAX at most and not while the zone is below its
+//! high watermark; it decays by 1/8 a tick. free_count counts the bytes of
+//! slabs emptied without a slab taken in between: with a free_high
+//! threshold of `batch` or `5batch` (a slab, or five) a heap that only
+//! empties slabs keeps one parked and gives the rest back, cutting
+//! `park_high`; the default threshold leaves parked slabs without
+//! free_high, as before the tuner was shared. With the heuristics off
+//! (`base`) `park_high` stays at PARK_HIGH_MIN. The tick takes parked
+//! slabs back from every heap, so an idle thread does not keep them; the
+//! owner gives back what is left when it sees the tick on its slow path.
 
 use core::ptr;
 
 use crate::geometry::PAGE_SIZE;
+use crate::page_alloc::knobs::{heuristic, Knobs};
+use crate::page_alloc::pcp::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::Pages;
 use crate::sync::bump;
 
 use super::emptied::SWEEP_TICKS;
-use super::heap::{Heap, ListsGuard, Owned, PARK_HIGH_MAX, PARK_HIGH_MIN};
+use super::heap::{Heap, ListsGuard, Local, Owned, PARK_HIGH_MAX, PARK_HIGH_MIN};
 use super::lifetime::Lifetimes;
+use crate::slab::classes::SLAB_ORDER;
 use crate::slab::slab::{self, Slab};
+
+/// Bytes of one slab: the parked slabs' batch, and what a free_high drain
+/// keeps parked.
+const SLAB_BYTES: usize = PAGE_SIZE << SLAB_ORDER;
+
+/// The parked slabs' bounds and units (bytes) for the tuner.
+pub const PARK_PARAMS: TunerParams = TunerParams {
+    batch: SLAB_BYTES as i32,
+    high_min: PARK_HIGH_MIN as i32,
+    high_max: PARK_HIGH_MAX as i32,
+    keep: SLAB_BYTES as i32,
+    free_count_cap: 1 << 30,
+    own_free_high: OwnFreeHigh::Never,
+};
+
+impl Local {
+    /// Bytes of empty slabs the heap may keep parked now.
+    pub fn park_high(&self) -> usize {
+        self.park.high as usize
+    }
+
+    /// Bytes of slabs given back since the last tick for lack of parking
+    /// room, not yet made room for.
+    pub fn park_missed(&self) -> usize {
+        self.park.missed as usize
+    }
+}
 
 impl Owned<'_> {
     /// Parks an empty slab, or gives it back if the heap already keeps
-    /// `park_high` bytes of them.
+    /// `park_high` bytes of them; a heap that only empties slabs
+    /// (free_high) gives back all but one.
     ///
     /// # Safety
     /// `s` is a slab of this heap with no live object, on no list and not
@@ -38,11 +76,45 @@ impl Owned<'_> {
         // SAFETY: forwarded contract.
         unsafe {
             self.local.lifetimes.slab_emptied((*s).class as usize);
-            if !self.heap.parked.park(s, self.local.park_high) {
-                self.local.park_missed += PAGE_SIZE << (*s).order;
+            let k = pages.allocator().knobs();
+            let bytes = (PAGE_SIZE << (*s).order) as i32;
+            self.local.park.on_free(bytes, &PARK_PARAMS, &k);
+            if !self.heap.parked.park(s, self.local.park_high()) {
+                self.local.park.note_given_back(bytes);
                 self.retire(s, pages);
             }
+            let parked = self.heap.parked.bytes() as i32;
+            if self.local.park.wants_free_high(parked, &PARK_PARAMS, &k) {
+                self.park_free_high(pages, &k);
+            }
         }
+    }
+
+    /// free_high of the parked slabs: all but the kept one go back, and
+    /// `park_high` is cut.
+    #[cold]
+    #[inline(never)]
+    fn park_free_high(&mut self, pages: &Pages<'_>, k: &Knobs) {
+        let keep = self.local.park.free_high(&PARK_PARAMS, k).max(0) as usize;
+        while self.heap.parked.bytes() > keep {
+            let s = self.heap.parked.take();
+            if s.is_null() {
+                break;
+            }
+            // SAFETY: a parked slab: empty, of this heap, off every list.
+            unsafe { self.retire(s, pages) };
+        }
+    }
+
+    /// A parked slab for a class that needs one, or null; taking it is an
+    /// allocation for the tuner (free_count).
+    pub(super) fn take_parked(&mut self, pages: &Pages<'_>) -> *mut Slab {
+        let s = self.heap.parked.take();
+        if !s.is_null() {
+            let k = pages.allocator().knobs();
+            self.local.park.on_alloc(SLAB_BYTES as i32, &k);
+        }
+        s
     }
 
     /// Gives an empty slab back to the page allocator.
@@ -64,11 +136,13 @@ impl Owned<'_> {
     /// (the refill half of the `high` auto-tuning, applied to parked
     /// slabs).
     pub(super) fn grow_park_high(&mut self, bytes: usize, pages: &Pages<'_>) {
-        let l = &mut *self.local;
-        if l.park_missed > 0 && !pages.below_high() {
-            let grow = bytes.min(l.park_missed);
-            l.park_missed -= grow;
-            l.park_high = (l.park_high + grow).min(PARK_HIGH_MAX);
+        let k = pages.allocator().knobs();
+        let t = &mut self.local.park;
+        t.clamp_high(&PARK_PARAMS, &k);
+        t.on_alloc(bytes as i32, &k);
+        if t.missed > 0 {
+            let below = k.heuristics.has(heuristic::BELOW_HIGH) && pages.below_high();
+            t.grow_after_give_back(bytes as i32, &PARK_PARAMS, below, &k);
         }
     }
 
@@ -87,8 +161,7 @@ impl Owned<'_> {
         }
         self.release_parked_owned(pages);
         let l = &mut *self.local;
-        l.park_high = (l.park_high - l.park_high / 8).max(PARK_HIGH_MIN);
-        l.park_missed = 0;
+        l.park.decay(&PARK_PARAMS, &pages.allocator().knobs());
         l.lifetimes.decay();
     }
 
@@ -110,8 +183,7 @@ impl Owned<'_> {
     /// Forgets tuning state before the heap goes to another thread: the
     /// thread that adopts it starts its own.
     pub fn reset_tuning(&mut self) {
-        self.local.park_high = PARK_HIGH_MIN;
-        self.local.park_missed = 0;
+        self.local.park = Tuner::new(PARK_HIGH_MIN as i32);
         self.local.lifetimes = Lifetimes::new();
         // SAFETY: this handle is the heap's owner.
         unsafe { self.heap.block_bins.reset_tuning() };

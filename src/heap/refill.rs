@@ -132,7 +132,7 @@ impl Owned<'_> {
                 let order = SLAB_ORDER;
                 let grouping = pages.zone().group_by_lifetime();
                 let mt = self.local.lifetimes.migratetype(class, grouping);
-                let parked = self.heap.parked.take();
+                let parked = self.take_parked(pages);
                 if !parked.is_null() {
                     // A long-lived class takes no parked slab of another
                     // pageblock type: its objects would pin a pageblock of

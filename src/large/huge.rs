@@ -15,13 +15,19 @@
 //! otherwise pay that on every buffer. A request takes the smallest cached
 //! block that holds it, else grows the largest smaller one in place
 //! (mremap: only the new pages fault), else maps a new one. How much the
-//! cache may hold, `high`, is tuned as a pageset's is (seed 000 patches
-//! 6–7): blocks refused for lack of room are remembered, and a miss that
-//! follows grows `high` by what was refused, up to an eighth of the
-//! memory the budget is sized from; each tick `high` decays by an eighth
-//! (to `HUGE_HIGH_MIN`) and blocks that stayed in the cache for a whole
-//! tick are unmapped — idle memory still goes back to the OS within a tick
-//! or two.
+//! cache may hold, `high`, is tuned by the pagesets' [`Tuner`], in pages,
+//! under the same knobs ([`HugeBlocks::params`]): blocks refused for lack
+//! of room are remembered, and a miss that follows grows `high` by what
+//! was refused, up to an eighth of the memory the budget is sized from,
+//! not while the zone is below its high watermark; each tick `high`
+//! decays by an eighth (to `HUGE_HIGH_MIN`) and blocks that stayed in the
+//! cache for a whole tick are unmapped — idle memory still goes back to
+//! the OS within a tick or two. free_count counts what is freed without
+//! allocations: with a free_high threshold of `batch` or `5batch` (4 MiB,
+//! or 20) a program that only frees huge blocks unmaps the blocks it
+//! caches (a drain keeps a batch, 4 MiB: no block); the default threshold leaves the
+//! cache without free_high, as before the tuner was shared. With the
+//! heuristics off (`base`) `high` stays at `HUGE_HIGH_MIN`.
 //!
 //! Every huge block, live or cached, holds its mapping's cost in the
 //! budget (`HUGE_META` for its header and descriptor page on top of its
@@ -38,8 +44,10 @@
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crate::geometry::{MAX_ORDER_BYTES, PAGE_SIZE, SECTION_SIZE};
+use crate::geometry::{MAX_ORDER_BYTES, MAX_ORDER_PAGES, PAGE_SHIFT, PAGE_SIZE, SECTION_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
+use crate::page_alloc::knobs::Knobs;
+use crate::page_alloc::pcp::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::zone::Budget;
 use crate::section;
 use crate::sync::Locked;
@@ -57,6 +65,17 @@ const HUGE_HIGH_LIMIT_SHIFT: u32 = 3;
 /// What a huge block costs the budget beyond its length: the page that
 /// holds its header and descriptor.
 pub const HUGE_META: usize = PAGE_SIZE;
+
+/// `bytes` in pages, as the tuner counts them.
+#[inline]
+const fn pages_of(bytes: usize) -> i32 {
+    let pages = bytes >> PAGE_SHIFT;
+    if pages > i32::MAX as usize {
+        i32::MAX
+    } else {
+        pages as i32
+    }
+}
 
 /// The budget cost of a huge block mapping `len` bytes.
 #[inline]
@@ -82,9 +101,9 @@ struct State {
     entries: [Entry; CACHE_SLOTS],
     n: usize,
     bytes: usize,
-    high: usize,
-    /// Bytes refused for lack of room since the last tick.
-    missed: usize,
+    /// `high`, free_count and what was refused for lack of room since the
+    /// last tick, in pages.
+    t: Tuner,
     /// Every huge block.
     all: *mut LargeBlock,
 }
@@ -205,11 +224,27 @@ impl HugeBlocks {
                 }; CACHE_SLOTS],
                 n: 0,
                 bytes: 0,
-                high: HUGE_HIGH_MIN,
-                missed: 0,
+                t: Tuner::new(pages_of(HUGE_HIGH_MIN)),
                 all: core::ptr::null_mut(),
             }),
             watch: Watch::new(),
+        }
+    }
+
+    /// The cache's bounds and units (pages) for the tuner: `high` between
+    /// `HUGE_HIGH_MIN` and an eighth of what `budget` is sized from; a
+    /// batch of 4 MiB (a huge block is larger), which a free_high drain
+    /// keeps (so keeps no block); no free_high under the default
+    /// threshold.
+    pub fn params(budget: &Budget) -> TunerParams {
+        let high_max = (budget.size() >> HUGE_HIGH_LIMIT_SHIFT).max(HUGE_HIGH_MIN);
+        TunerParams {
+            batch: MAX_ORDER_PAGES as i32,
+            high_min: pages_of(HUGE_HIGH_MIN),
+            high_max: pages_of(high_max),
+            keep: MAX_ORDER_PAGES as i32,
+            free_count_cap: 1 << 30,
+            own_free_high: OwnFreeHigh::Never,
         }
     }
 
@@ -219,6 +254,9 @@ impl HugeBlocks {
     /// `thp`: advise a freshly mapped block for huge pages (`Some(true)`),
     /// against them (`Some(false)`), or leave it to the system and advise
     /// it once it shows dense use (`None`, `dense`: see `huge_thp.rs`).
+    /// `k` and `below_high` (the zone is below its high watermark) tune
+    /// the cache.
+    #[allow(clippy::too_many_arguments)]
     pub fn alloc(
         &self,
         budget: &Budget,
@@ -226,6 +264,8 @@ impl HugeBlocks {
         align: usize,
         zero: bool,
         thp: Option<bool>,
+        k: &Knobs,
+        below_high: bool,
     ) -> *mut u8 {
         let Some(len) = size.checked_next_multiple_of(PAGE_SIZE) else {
             return core::ptr::null_mut();
@@ -236,7 +276,8 @@ impl HugeBlocks {
         if align >= SECTION_SIZE {
             return self.alloc_giant(budget, len, align, thp);
         }
-        if let Some(p) = self.take_cached(budget, len, align, thp) {
+        let tuning = (k, below_high);
+        if let Some(p) = self.take_cached(budget, len, align, thp, tuning) {
             if zero {
                 // The kernel gives zeroed pages faster than we write
                 // zeros over resident ones, and only those the program
@@ -301,8 +342,16 @@ impl HugeBlocks {
         len: usize,
         align: usize,
         thp: Option<bool>,
+        (k, below_high): (&Knobs, bool),
     ) -> Option<*mut u8> {
         let mut c = self.state.lock();
+        c.t.on_alloc(pages_of(len), k);
+        let note_miss = |c: &mut State| {
+            // A miss after blocks were refused for lack of room: grow
+            // `high` by what this one needs, as far as refusals allow (the
+            // refill half of the auto-tuning).
+            c.t.grow_after_give_back(pages_of(len), &Self::params(budget), below_high, k);
+        };
         let fits = |e: &Entry| block_addr(e.block).is_multiple_of(align);
         let len_of = |e: &Entry| {
             // SAFETY: cached blocks are ours, read under the lock.
@@ -328,7 +377,7 @@ impl HugeBlocks {
                 let b = c.entries[i].block;
                 let old = len_of(&c.entries[i]);
                 let Some(charge) = budget.charge(len - old) else {
-                    self.note_miss(&mut c, len);
+                    note_miss(&mut c);
                     return None;
                 };
                 // In place, else moved with its pages to where it fits (a
@@ -347,7 +396,7 @@ impl HugeBlocks {
                     }
                 };
                 let Some(b) = grown else {
-                    self.note_miss(&mut c, len);
+                    note_miss(&mut c);
                     return None; // the charge goes back
                 };
                 c.entries[i].block = b;
@@ -359,7 +408,7 @@ impl HugeBlocks {
                 i
             }
             (None, None) => {
-                self.note_miss(&mut c, len);
+                note_miss(&mut c);
                 return None;
             }
         };
@@ -424,45 +473,52 @@ impl HugeBlocks {
         }
     }
 
-    /// A miss after blocks were refused for lack of room: grow `high` by
-    /// what this one needs, as far as refusals allow (the refill half of a
-    /// pageset's auto-tuning).
-    fn note_miss(&self, c: &mut State, len: usize) {
-        if c.missed > 0 {
-            let grow = len.min(c.missed);
-            c.missed -= grow;
-            c.high = c.high.saturating_add(grow);
-        }
-    }
-
     /// Frees huge block `b`: into the cache if it has room, else unmapped.
-    /// `epoch` is the maintenance tick now.
+    /// `epoch` is the maintenance tick now; `k` the knobs in force.
     ///
     /// # Safety
     /// `b` is a live huge block the caller frees.
-    pub unsafe fn free(&self, budget: &Budget, b: *mut LargeBlock, epoch: u32) {
+    pub unsafe fn free(&self, budget: &Budget, b: *mut LargeBlock, epoch: u32, k: &Knobs) {
         // SAFETY: forwarded contract.
         let (len, pages, giant) = unsafe { ((*b).len, (*b).pages, (*b).flags & flags::GIANT != 0) };
         self.live.fetch_sub(1, Relaxed);
         self.live_bytes
             .fetch_sub(pages as usize * PAGE_SIZE, Relaxed);
-        if !giant {
-            let mut c = self.state.lock();
-            let high_max = (budget.size() >> HUGE_HIGH_LIMIT_SHIFT).max(HUGE_HIGH_MIN);
-            c.high = c.high.min(high_max);
-            if c.n < CACHE_SLOTS && c.bytes + len <= c.high {
-                // SAFETY: b is ours; it becomes a cached block.
-                unsafe { (*b).set_kind(PageKind::HugeCached) };
-                let n = c.n;
-                c.entries[n] = Entry { block: b, epoch };
-                c.n += 1;
-                c.bytes += len;
-                return;
-            }
-            c.missed = c.missed.saturating_add(len);
+        if giant {
+            // SAFETY: the block is ours and unused.
+            unsafe { self.unmap(budget, b) };
+            return;
         }
-        // SAFETY: the block is ours and unused.
-        unsafe { self.unmap(budget, b) };
+        let p = Self::params(budget);
+        let mut c = self.state.lock();
+        c.t.clamp_high(&p, k);
+        c.t.on_free(pages_of(len), &p, k);
+        let cached = c.n < CACHE_SLOTS && pages_of(c.bytes + len) <= c.t.high;
+        if cached {
+            // SAFETY: b is ours; it becomes a cached block.
+            unsafe { (*b).set_kind(PageKind::HugeCached) };
+            let n = c.n;
+            c.entries[n] = Entry { block: b, epoch };
+            c.n += 1;
+            c.bytes += len;
+        } else {
+            c.t.note_given_back(pages_of(len));
+        }
+        // free_high: a program that only frees keeps `keep` cached.
+        let over = if c.t.wants_free_high(pages_of(c.bytes), &p, k) {
+            let keep = (c.t.free_high(&p, k).max(0) as usize) << PAGE_SHIFT;
+            c.bytes.saturating_sub(keep)
+        } else {
+            0
+        };
+        drop(c);
+        if !cached {
+            // SAFETY: the block is ours and unused.
+            unsafe { self.unmap(budget, b) };
+        }
+        if over > 0 {
+            self.trim_some(budget, over);
+        }
     }
 
     /// Unmaps block `b` (live or taken out of the cache) and gives its cost
@@ -485,15 +541,16 @@ impl HugeBlocks {
 
     /// The tick (`epoch` is the tick now): unmaps blocks cached before the
     /// previous tick (idle for at least a whole tick) and decays `high` by
-    /// an eighth. Returns the bytes unmapped.
-    pub fn tick(&self, budget: &Budget, epoch: u32) -> usize {
-        self.release(budget, |e| epoch.wrapping_sub(e.epoch) >= 2, true)
+    /// an eighth ([`Tuner::decay`] under `k`). Returns the bytes unmapped.
+    pub fn tick(&self, budget: &Budget, epoch: u32, k: &Knobs) -> usize {
+        let decay = (&Self::params(budget), k);
+        self.release(budget, |e| epoch.wrapping_sub(e.epoch) >= 2, Some(decay))
     }
 
     /// Unmaps every cached block (trim, reclaim). Returns the bytes
     /// unmapped.
     pub fn trim(&self, budget: &Budget) -> usize {
-        self.release(budget, |_| true, false)
+        self.release(budget, |_| true, None)
     }
 
     /// Unmaps cached blocks until at least `want` bytes are unmapped (a
@@ -511,18 +568,25 @@ impl HugeBlocks {
                 taken.set(taken.get() + unsafe { (*e.block).len });
                 true
             },
-            false,
+            None,
         )
     }
 
-    fn release(&self, budget: &Budget, old: impl Fn(&Entry) -> bool, decay: bool) -> usize {
+    /// Unmaps the cached blocks `old` picks; decays `high` first when
+    /// given the tuner's bounds and knobs (the tick). Returns the bytes
+    /// unmapped.
+    fn release(
+        &self,
+        budget: &Budget,
+        old: impl Fn(&Entry) -> bool,
+        decay: Option<(&TunerParams, &Knobs)>,
+    ) -> usize {
         let mut out = [core::ptr::null_mut::<LargeBlock>(); CACHE_SLOTS];
         let mut nout = 0;
         {
             let mut c = self.state.lock();
-            if decay {
-                c.high = (c.high - c.high / 8).max(HUGE_HIGH_MIN);
-                c.missed = 0;
+            if let Some((p, k)) = decay {
+                c.t.decay(p, k);
             }
             let mut i = 0;
             while i < c.n {
@@ -666,7 +730,7 @@ impl HugeBlocks {
             cache_hits: self.hits.load(Relaxed),
             cached: c.n,
             cached_bytes: c.bytes,
-            cache_high: c.high,
+            cache_high: (c.t.high.max(0) as usize) << PAGE_SHIFT,
         }
     }
 

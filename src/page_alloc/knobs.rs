@@ -1,8 +1,11 @@
 //! The page allocator's knobs: which of seed 000's heuristics run, the
-//! batch scale, and seed 002's free_count policy — read by the pagesets on
-//! every operation as one packed word (`PageAllocator::set_knobs`), so the
-//! benchmark can run the seeds' ablation rows inside one process. The
-//! runtime sets them from the environment (`settings/`).
+//! batch scale, seed 002's free_count policy and whether a manual high
+//! fraction fixed the pagesets' high — read on every operation as one
+//! packed word (`PageAllocator::set_knobs`), so the benchmark can run the
+//! seeds' ablation rows inside one process. Every cache level reads them
+//! through the one tuner (`pcp/tuner.rs`), so each knob applies at every
+//! level. The runtime sets them from the environment
+//! (`settings/`).
 
 use core::fmt::{self, Write};
 
@@ -103,6 +106,9 @@ pub struct Knobs {
     pub free_count_mode: FreeCountMode,
     /// free_high threshold.
     pub free_high_threshold: FreeHighThreshold,
+    /// A manual high fraction (`PCPALLOC_HIGH_FRACTION`) fixed the
+    /// pagesets' high: no level auto-tunes.
+    pub fixed_high: bool,
 }
 
 impl Knobs {
@@ -113,6 +119,7 @@ impl Knobs {
         batch_scale_max: DEFAULT_BATCH_SCALE_MAX,
         free_count_mode: FreeCountMode::Halve,
         free_high_threshold: FreeHighThreshold::BatchPlusHalfHighMin,
+        fixed_high: false,
     };
 }
 
@@ -123,30 +130,32 @@ pub const MAX_BATCH_SCALE_MAX: u32 = 6;
 impl Knobs {
     /// The knobs packed in one word, so the PCP paths read them with a
     /// single load: bits 0..8 heuristics, 8..12 BATCH_SCALE_MAX, 12
-    /// free_count mode, 13..15 free_high threshold.
+    /// free_count mode, 13..15 free_high threshold, 15 fixed high.
     pub const fn to_bits(self) -> u32 {
         (self.heuristics.0 & 0xff)
             | (self.batch_scale_max & 0xf) << 8
             | (self.free_count_mode as u32) << 12
             | (self.free_high_threshold as u32) << 13
+            | (self.fixed_high as u32) << 15
     }
 
-    /// The knobs from [`to_bits`](Self::to_bits).
+    /// The knobs from [`to_bits`](Self::to_bits) (table lookups, no
+    /// branches: every cache level decodes them on its slow paths).
     #[inline]
     pub fn from_bits(v: u32) -> Knobs {
+        const MODES: [FreeCountMode; 2] = [FreeCountMode::Halve, FreeCountMode::Exact];
+        const THRESHOLDS: [FreeHighThreshold; 4] = [
+            FreeHighThreshold::Batch,
+            FreeHighThreshold::FiveBatch,
+            FreeHighThreshold::BatchPlusHalfHighMin,
+            FreeHighThreshold::BatchPlusHalfHighMin,
+        ];
         Knobs {
             heuristics: Heuristics(v & 0xff),
             batch_scale_max: ((v >> 8) & 0xf).min(MAX_BATCH_SCALE_MAX),
-            free_count_mode: if v & (1 << 12) != 0 {
-                FreeCountMode::Exact
-            } else {
-                FreeCountMode::Halve
-            },
-            free_high_threshold: match (v >> 13) & 3 {
-                0 => FreeHighThreshold::Batch,
-                1 => FreeHighThreshold::FiveBatch,
-                _ => FreeHighThreshold::BatchPlusHalfHighMin,
-            },
+            free_count_mode: MODES[((v >> 12) & 1) as usize],
+            free_high_threshold: THRESHOLDS[((v >> 13) & 3) as usize],
+            fixed_high: v & (1 << 15) != 0,
         }
     }
 }
@@ -259,13 +268,16 @@ mod tests {
                     FreeHighThreshold::FiveBatch,
                     FreeHighThreshold::BatchPlusHalfHighMin,
                 ] {
-                    let k = Knobs {
-                        heuristics: h,
-                        batch_scale_max: 6,
-                        free_count_mode: mode,
-                        free_high_threshold: th,
-                    };
-                    assert_eq!(Knobs::from_bits(k.to_bits()), k);
+                    for fixed_high in [false, true] {
+                        let k = Knobs {
+                            heuristics: h,
+                            batch_scale_max: 6,
+                            free_count_mode: mode,
+                            free_high_threshold: th,
+                            fixed_high,
+                        };
+                        assert_eq!(Knobs::from_bits(k.to_bits()), k);
+                    }
                 }
             }
         }

@@ -61,6 +61,13 @@ impl PageAllocator {
         Knobs::from_bits(self.knobs.load(Relaxed))
     }
 
+    /// The knobs in force as one word ([`Knobs::to_bits`]), for a cache
+    /// that keeps them to compare.
+    #[inline]
+    pub fn knob_bits(&self) -> u32 {
+        self.knobs.load(Relaxed)
+    }
+
     /// Replaces the knobs; pagesets pick them up on their next operation.
     pub fn set_knobs(&self, k: Knobs) {
         self.knobs.store(k.to_bits(), Relaxed);

@@ -421,7 +421,15 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
                 .zone
                 .thp_advice()
                 .filter(|&on| !on || !reclaim::under_pressure());
-            HUGE.alloc(&PAGES.zone.budget, size, align, zero, thp)
+            HUGE.alloc(
+                &PAGES.zone.budget,
+                size,
+                align,
+                zero,
+                thp,
+                &PAGES.knobs(),
+                PAGES.zone.below_high(),
+            )
         });
     }
     if tls::exited() {
@@ -515,7 +523,7 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
         }
         if (*b).kind() == PageKind::Huge {
             let saved = sys::errno();
-            HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch());
+            HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch(), &PAGES.knobs());
             sys::set_errno(saved);
             tick::memory_waiting();
             return;
@@ -551,7 +559,7 @@ pub unsafe fn free_foreign(p: *mut u8, who: Caller) {
     unsafe { sampled::on_free(b) };
     let saved = sys::errno();
     // SAFETY: checked_huge returned a live huge block the caller frees.
-    unsafe { HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch()) };
+    unsafe { HUGE.free(&PAGES.zone.budget, b, PAGES.zone.epoch(), &PAGES.knobs()) };
     tick::memory_waiting();
     sys::set_errno(saved);
     if vg {

@@ -83,11 +83,13 @@ pub(super) const TABLE: [Tunable; NR_TUNABLES] = [
             None => Err("not a number"),
             Some(0) => {
                 SETTINGS.high_fraction.store(0, Relaxed);
+                update_knobs(|k| k.fixed_high = false);
                 Ok(())
             }
             Some(n) if n < 8 => Err("between 1 and 7 (the kernel's minimum fraction is 8)"),
             Some(n) => {
                 SETTINGS.high_fraction.store(n as usize, Relaxed);
+                update_knobs(|k| k.fixed_high = true);
                 Ok(())
             }
         },

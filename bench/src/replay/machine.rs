@@ -83,6 +83,12 @@ pub struct Outcome {
     pub alloc_zone: u64,
     /// Drains for consecutive high-order frees.
     pub free_high: u64,
+    /// free_high drains of the pagesets' class lists.
+    pub list_free_high: u64,
+    /// free_high spills of the threads' block bins.
+    pub bin_free_high: u64,
+    /// Emptied slabs given back (not kept parked).
+    pub slabs_retired: u64,
     /// Zone lock acquisitions.
     pub zone_locks: u64,
     /// The most pages all pagesets held at once.
@@ -426,10 +432,15 @@ impl Machine {
             pcp_alloc += k.pgalloc;
             out.alloc_zone += k.alloc_zone;
             out.free_high += k.free_high;
+            out.list_free_high += k.large_free_high;
             out.refill_max = out.refill_max.max(k.refill_max);
             out.drain_max = out.drain_max.max(k.drain_max);
             out.pgalloc_per_cpu[c] = k.pgalloc;
         }
+        self.heaps.for_each(|h| {
+            out.bin_free_high += h.block_bins.c.free_high.load(Relaxed);
+            out.slabs_retired += h.slabs_retired.load(Relaxed);
+        });
         let z = self.pa.zone.snapshot();
         out.zone_locks = z.lock_acquisitions;
         // Pages leaving the zone other than by refill went straight to a

@@ -1,7 +1,10 @@
 //! The replay: traces recorded with `PCPALLOC_TRACE` driven through the
 //! real slab, large-block, pageset and zone code on a virtual machine of
 //! any CPU count (`machine.rs`), once per ablation row, giving the counters
-//! the seeds argue with — exactly, and the same on every run.
+//! the seeds argue with — exactly, and the same on every run. A row's knobs
+//! reach every cache level, as in the allocator (the one tuner,
+//! `page_alloc/pcp/tuner.rs`): the order lists, the class lists, the block
+//! bins and the parked slabs; huge blocks are not replayed.
 
 pub mod machine;
 pub mod reader;
@@ -79,6 +82,8 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> io::Result<String>
                 "peak pcp pages",
                 "largest refill",
                 "largest drain",
+                "list / bin free_high",
+                "slabs retired",
             ],
         );
         let mut base: Option<u64> = None;
@@ -98,6 +103,8 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> io::Result<String>
                 o.peak_pcp_pages.to_string(),
                 o.refill_max.to_string(),
                 o.drain_max.to_string(),
+                format!("{} / {}", o.list_free_high, o.bin_free_high),
+                o.slabs_retired.to_string(),
             ]);
             last = Some(o);
         }
@@ -119,7 +126,9 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> io::Result<String>
     text.push_str(
         "page allocs: pages allocated by slabs and large blocks. alloc_zone: pages taken from \
          the zone to refill pagesets (% of the base row). free_high: drains for consecutive \
-         high-order frees. zone locks: zone lock acquisitions per 1000 pages allocated. peak \
+         high-order frees. list / bin free_high: free_high drains of the pagesets' class lists \
+         and of the threads' block bins. slabs retired: emptied slabs given back rather than \
+         parked. zone locks: zone lock acquisitions per 1000 pages allocated. peak \
          pcp pages: the most pages all pagesets held at once. largest refill / drain: pages \
          moved by one refill / one bulk free.\n",
     );

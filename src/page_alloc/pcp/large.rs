@@ -7,21 +7,24 @@
 //! A freed block goes on the list of its class on the freeing thread's
 //! CPU — whichever thread allocated it, so a block handed to another
 //! thread and freed there costs no zone lock — and the next request of the
-//! class on that CPU takes it as it is. The lists self-tune as a pageset
-//! does (seed 000), in pages:
+//! class on that CPU takes it as it is. The lists self-tune with the
+//! pagesets' [`Tuner`] (`tuner.rs`), in pages, under the same knobs:
 //!
 //! - `high` bounds what the lists hold resident ([`LargeLists::waiting`],
-//!   below); a free past it gives the coldest blocks back to the zone,
-//!   and remembers them in `missed`;
+//!   below); a free past it gives the coldest blocks back to the zone
+//!   (down to `high - high >> 3`), and the tuner remembers them;
 //! - a miss (a refill from the zone) grows `high` by what it takes, as far
 //!   as blocks were given back for lack of room since the last tick — the
-//!   refill half of patch 7 — up to `high_max`, never under BELOW_HIGH;
-//! - `free_count` counts pages freed since the last allocation (halved by
-//!   each allocation, as patch 9's): when it reaches twice `high`, this CPU
+//!   refill half of patch 7 — up to `high_max`;
+//! - `free_count` counts pages freed without allocations (patch 9, under
+//!   `PCPALLOC_FREE_COUNT`): at the free_high threshold (by default twice
+//!   `high`; `batch` or `5batch` of the zone's batch when set) this CPU
 //!   only frees — a consumer — and a free_high drain gives back all but
-//!   `high_min`, shrinking `high` (patches 1–3's intent for high orders);
+//!   `high_min`, cutting `high` by `batch << BATCH_SCALE_MAX`;
 //! - each tick `high` decays by an eighth towards `high_min` and the excess
 //!   goes back (`decay_pcp_high`); an idle pageset is drained whole.
+//!
+//! With the heuristics off (`base`) the lists hold at most `high_min`.
 //!
 //! `high` counts a block's pages until the block is measured, then its
 //! resident pages (`large_resident.rs`): a block handed out whole and
@@ -43,6 +46,7 @@ use crate::geometry::MAX_ORDER_PAGES;
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
 
 use super::large_resident::{Lists, Residency};
+use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::watermark::PcpParams;
@@ -55,8 +59,8 @@ pub const LARGE_HIGH_MIN_PAGES: usize = 512;
 const LARGE_STEP_UP: usize = 2;
 /// The most blocks one refill takes (small classes: a batch's worth).
 const LARGE_REFILL_MAX: usize = 8;
-/// high decays by high >> this each tick.
-const LARGE_HIGH_DECAY_SHIFT: u32 = 3;
+/// `free_count` stops growing at this many pages (1 GiB).
+const LARGE_FREE_COUNT_CAP: i32 = (MAX_ORDER_PAGES << 8) as i32;
 
 /// Counters of a pageset's large lists.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -88,14 +92,11 @@ pub struct LargeLists {
     pub count: usize,
     /// What the lists hold resident (`large_resident.rs`).
     res: Residency,
-    /// Above it, frees go back to the zone (0: not set up yet).
-    pub high: usize,
-    /// Pages given back for lack of room since the last tick.
-    pub missed: usize,
-    /// Pages freed since the last allocation (halved by each).
-    pub free_count: usize,
-    /// `high_min` as last computed (on a refill or a tick).
-    high_min: usize,
+    /// `high` (0: not set up yet; above it, frees go back to the zone),
+    /// free_count and what was given back for lack of room, in pages.
+    pub t: Tuner,
+    /// The bounds as last computed (on a refill or a tick).
+    p: TunerParams,
     /// Counters.
     pub c: LargeCounters,
 }
@@ -105,14 +106,32 @@ pub struct LargeLists {
 /// least [`LARGE_HIGH_MAX_FLOOR`] — of what the program holds, not of the
 /// zone, whose free memory would otherwise let the caches grow with their
 /// own fragmentation.
-fn bounds(params: &PcpParams, zone: &Zone) -> (usize, usize) {
+fn bounds(params: &PcpParams, zone: &Zone) -> TunerParams {
     let high_min = (params.high_min as usize).max(LARGE_HIGH_MIN_PAGES);
     let in_use = zone.managed_pages().saturating_sub(zone.free_pages());
     let high_max = (in_use / LARGE_HIGH_MAX_FRACTION / zone.nr_cpus())
         .max(LARGE_HIGH_MAX_FLOOR)
         .max(high_min);
-    (high_min, high_max)
+    TunerParams {
+        batch: params.batch as i32,
+        high_min: high_min as i32,
+        high_max: high_max.min(i32::MAX as usize) as i32,
+        keep: high_min as i32,
+        ..INITIAL_PARAMS
+    }
 }
+
+/// The bounds before the first refill or tick computes them: a free_high
+/// drain keeps `high_min`, free_count is capped at 1 GiB, and the default
+/// free_high threshold is twice `high`.
+const INITIAL_PARAMS: TunerParams = TunerParams {
+    batch: 0,
+    high_min: LARGE_HIGH_MIN_PAGES as i32,
+    high_max: LARGE_HIGH_MAX_FLOOR as i32,
+    keep: LARGE_HIGH_MIN_PAGES as i32,
+    free_count_cap: LARGE_FREE_COUNT_CAP,
+    own_free_high: OwnFreeHigh::TwiceHigh,
+};
 
 /// The large lists of all CPUs may hold up to 1/this of the pages in use.
 const LARGE_HIGH_MAX_FRACTION: usize = 2;
@@ -133,10 +152,8 @@ impl LargeLists {
             lists: [const { PageList::new() }; NR_LARGE_CLASSES],
             count: 0,
             res: Residency::new(),
-            high: 0,
-            missed: 0,
-            free_count: 0,
-            high_min: LARGE_HIGH_MIN_PAGES,
+            t: Tuner::new(0),
+            p: INITIAL_PARAMS,
             c: LargeCounters {
                 alloc: 0,
                 hits: 0,
@@ -148,6 +165,11 @@ impl LargeLists {
                 released_pages: 0,
             },
         }
+    }
+
+    /// `high`, in pages (0: not set up yet).
+    pub fn high(&self) -> usize {
+        self.t.high as usize
     }
 
     /// What the lists may hold resident, in pages (`large_resident.rs`):
@@ -275,8 +297,8 @@ impl LargeLists {
     /// allocation either way; null (and `class`) on a miss, which
     /// [`refill`](Self::refill) then serves.
     #[inline]
-    pub fn take(&mut self, class: usize) -> (*mut Page, usize) {
-        self.free_count >>= 1;
+    pub fn take(&mut self, class: usize, k: &Knobs) -> (*mut Page, usize) {
+        self.t.on_alloc(class_pages(class) as i32, k);
         self.c.alloc += 1;
         let r = self.pop_fitting(class, false);
         if !r.0.is_null() {
@@ -357,18 +379,13 @@ impl LargeLists {
         k: &Knobs,
     ) -> (*mut Page, usize) {
         let pages = class_pages(class);
-        let (high_min, high_max) = bounds(params, zone);
-        self.high_min = high_min;
-        self.high = self.high.max(high_min);
+        self.p = bounds(params, zone);
+        self.t.raise_to_floor(&self.p, k);
         let below = k.heuristics.has(heuristic::BELOW_HIGH) && zone.check_below_high(0);
-        if self.missed > 0 && !below && k.heuristics.has(heuristic::AUTO_TUNE) {
-            // A miss after blocks were given back for lack of room: make
-            // room for this one (the refill half of the auto-tuning).
-            let grow = pages.min(self.missed);
-            self.missed -= grow;
-            self.high = (self.high + grow).min(high_max);
-        }
-        let want = self.batch_blocks(pages, params.batch as usize, self.high);
+        // A miss after blocks were given back for lack of room: make room
+        // for this one (the refill half of the auto-tuning).
+        self.t.grow_after_give_back(pages as i32, &self.p, below, k);
+        let want = self.batch_blocks(pages, params.batch as usize, self.high());
         let mut got = PageList::new();
         // Never grows the zone: a miss there drains every pageset's large
         // lists before the zone may grow (`Pages::alloc_large`).
@@ -416,7 +433,10 @@ impl LargeLists {
     /// [`LARGE_REFILL_MAX`], within `high` (at least `high_min`, or
     /// [`LARGE_HIGH_MIN_PAGES`] before the first refill sets it).
     pub fn steal_more(&self, class: usize, batch: usize) -> usize {
-        let high = self.high.max(self.high_min).max(LARGE_HIGH_MIN_PAGES);
+        let high = self
+            .high()
+            .max(self.p.high_min as usize)
+            .max(LARGE_HIGH_MIN_PAGES);
         self.batch_blocks(class_pages(class), batch, high) - 1
     }
 
@@ -454,19 +474,12 @@ impl LargeLists {
     ///
     /// # Safety
     /// As [`cache`](Self::cache).
-    /// `knobs` reads the knobs in force, only when a decision needs them.
     #[inline]
-    pub unsafe fn free(
-        &mut self,
-        zone: &Zone,
-        p: *mut Page,
-        class: usize,
-        knobs: impl Fn() -> Knobs,
-    ) -> usize {
+    pub unsafe fn free(&mut self, zone: &Zone, p: *mut Page, class: usize, k: &Knobs) -> usize {
         let pages = class_pages(class);
-        let high_min = self.high_min;
-        if self.high == 0 {
-            self.high = high_min;
+        if self.t.high == 0 {
+            self.t.high = self.p.high_min;
+            self.p.batch = zone.pcp_params().batch as i32;
         }
         // SAFETY: forwarded contract.
         unsafe {
@@ -477,39 +490,44 @@ impl LargeLists {
             self.cache(p, class, pages);
         }
         self.c.free += 1;
-        self.free_count = (self.free_count + pages).min(MAX_ORDER_PAGES << 8);
-        if self.free_count >= 2 * self.high && self.waiting() > high_min {
+        self.t.on_free(pages as i32, &self.p, k);
+        if self.t.wants_free_high(self.waiting_i32(), &self.p, k) {
             // What was freed may hold little: blocks handed out whole and
             // written in part (a thread pool's buffers, freed as a wave
             // ends). Freed pages count as much as the blocks just looked
             // at held resident.
             let (pages, resident) = self.measure(zone, false);
-            if let Some(held) = (self.free_count * resident).checked_div(pages) {
-                self.free_count = held;
+            if let Some(held) =
+                (i64::from(self.t.free_count) * resident as i64).checked_div(pages as i64)
+            {
+                self.t.free_count = held as i32;
             }
-            if self.free_count >= 2 * self.high && self.waiting() > high_min {
-                let k = knobs();
-                if k.heuristics.has(heuristic::FREE_COUNT) {
-                    return self.free_high(zone, &k, class);
-                }
+            if self.t.wants_free_high(self.waiting_i32(), &self.p, k) {
+                return self.free_high(zone, k, class);
             }
         }
-        if self.waiting() > self.high {
+        if self.waiting() > self.high() {
             return self.drain_over_high(zone, class);
         }
         0
     }
 
+    /// [`waiting`](Self::waiting) as the tuner counts it.
+    #[inline]
+    fn waiting_i32(&self) -> i32 {
+        self.waiting().min(i32::MAX as usize) as i32
+    }
+
     /// This CPU only frees: what it holds serves others better in the
-    /// zone. Keeps `high_min`, and shrinks `high`.
+    /// zone. Keeps `high_min` (the tuner's keep), and shrinks `high`.
     #[cold]
     #[inline(never)]
     fn free_high(&mut self, zone: &Zone, k: &Knobs, class: usize) -> usize {
         self.c.free_high += 1;
-        let cut = (zone.pcp_params().batch as usize) << k.batch_scale_max;
-        self.high = self.high.saturating_sub(cut).max(self.high_min);
-        self.free_count = 0;
-        self.drain(zone, self.waiting() - self.high_min, class).0
+        self.p.batch = zone.pcp_params().batch as i32;
+        let keep = self.t.free_high(&self.p, k).max(0) as usize;
+        self.drain(zone, self.waiting().saturating_sub(keep), class)
+            .0
     }
 
     /// Past `high`: gives back down to `high - high >> LARGE_DRAIN_SHIFT`
@@ -517,24 +535,23 @@ impl LargeLists {
     #[cold]
     #[inline(never)]
     fn drain_over_high(&mut self, zone: &Zone, class: usize) -> usize {
-        let target = self.high - (self.high >> LARGE_DRAIN_SHIFT);
+        let high = self.high();
+        let target = high - (high >> LARGE_DRAIN_SHIFT);
         let (drained, held) = self.drain(zone, self.waiting() - target, class);
-        self.missed += held;
+        self.t.note_given_back(held.min(i32::MAX as usize) as i32);
         drained
     }
 
     /// The tick: `high` decays by an eighth towards `high_min` and the
-    /// excess goes back to the zone; `missed` starts over. Returns the
-    /// pages given back.
-    pub fn tick(&mut self, zone: &Zone, params: &PcpParams) -> usize {
-        let (high_min, _) = bounds(params, zone);
-        self.high_min = high_min;
-        self.missed = 0;
-        if self.high > high_min {
-            self.high = (self.high - (self.high >> LARGE_HIGH_DECAY_SHIFT)).max(high_min);
+    /// excess goes back to the zone; what was given back for lack of room
+    /// starts over ([`Tuner::decay`]). Returns the pages given back.
+    pub fn tick(&mut self, zone: &Zone, params: &PcpParams, k: &Knobs) -> usize {
+        self.p = bounds(params, zone);
+        if self.t.high != 0 {
+            self.t.decay(&self.p, k);
         }
-        if self.waiting() > self.high {
-            let over = self.waiting() - self.high;
+        if self.waiting() > self.high() {
+            let over = self.waiting() - self.high();
             return self.drain(zone, over, 0).0;
         }
         0

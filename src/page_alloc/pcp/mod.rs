@@ -2,8 +2,12 @@
 //! large blocks per size class, in front of the zone, with the
 //! self-tuning heuristics of seed 000 and seed 002.
 //!
-//! - `tune.rs`: the heuristics as pure functions (nr_pcp_alloc,
-//!   free_unref_page_commit, nr_pcp_high, nr_pcp_free, decay_pcp_high).
+//! - `tuner.rs`: the self-tuning rule every cache of the allocator shares
+//!   (high and its bounds, growth, decay, free_count, free_high), driven
+//!   by the knobs.
+//! - `tune.rs`: the order lists' heuristics as pure functions on it
+//!   (nr_pcp_alloc, free_unref_page_commit, nr_pcp_high, nr_pcp_free,
+//!   decay_pcp_high).
 //! - `pageset.rs`: a pageset, its lists and lock, refill and bulk free.
 //! - `large.rs`: a pageset's lists of exact-size large blocks.
 //! - `large_resident.rs`: what those lists hold resident (measured), and
@@ -18,6 +22,7 @@ pub mod pageset;
 mod pageset_large;
 pub mod pool;
 pub mod tune;
+pub mod tuner;
 
 pub use pageset::{Pageset, PcpCounters};
 pub use pool::PagesetPool;

@@ -182,14 +182,7 @@ impl Pageset {
             large_waiting: AtomicUsize::new(0),
             large_pages: AtomicUsize::new(0),
             inner: UnsafeCell::new(PagesetInner {
-                s: PcpState {
-                    count: 0,
-                    high: 0,
-                    flags: 0,
-                    alloc_factor: 0,
-                    free_factor: 0,
-                    free_count: 0,
-                },
+                s: PcpState::new(0),
                 lists: [const { PageList::new() }; NR_PCP_LISTS],
                 c: PcpCounters {
                     alloc_zone: 0,
@@ -391,7 +384,7 @@ impl Pageset {
                 to_drain = g.s.count;
                 g.large.drain_all(zone)
             } else {
-                g.large.tick(zone, &params)
+                g.large.tick(zone, &params, k)
             };
             g.c.decayed += large as u64;
             g.c.free_zone += large as u64;
@@ -497,7 +490,7 @@ impl Pageset {
         c.large_free_high = l.c.free_high;
         c.large_steals = l.c.steals;
         c.large_count = l.count as u64;
-        c.large_high = l.high as u64;
+        c.large_high = l.high() as u64;
         c.large_resident = l.waiting() as u64;
         c.large_measured = l.measured();
         c.large_released_pages = l.c.released_pages;

@@ -58,7 +58,7 @@ impl Pageset {
         let Some(mut g) = self.enter(owner) else {
             return self.alloc_large_busy(zone, class);
         };
-        let (p, c) = g.large.take(class);
+        let (p, c) = g.large.take(class, &knobs());
         if !p.is_null() {
             // The pageset's own counters see the large lists too.
             g.c.pgalloc += class_pages(c) as u64;
@@ -172,9 +172,10 @@ impl Pageset {
             return true;
         };
         let mut drained = 0;
+        let k = knobs();
         for &head in heads {
             // SAFETY: forwarded contract.
-            drained += unsafe { g.large.free(zone, head, class, &knobs) };
+            drained += unsafe { g.large.free(zone, head, class, &k) };
         }
         let pages = class_pages(class) * heads.len();
         g.c.pgfree += pages as u64;
@@ -183,7 +184,7 @@ impl Pageset {
             return false;
         }
         drop(g);
-        if knobs().heuristics.has(heuristic::BELOW_HIGH) {
+        if k.heuristics.has(heuristic::BELOW_HIGH) {
             zone.clear_below_high_if_ok();
         }
         true

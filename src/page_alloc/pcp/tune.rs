@@ -1,43 +1,34 @@
-//! The PCP heuristics of seed 000 (patches 1–9) and seed 002, as pure
-//! functions: pageset state and zone facts in, decisions out. Names and
+//! The PCP heuristics of seed 000 (patches 1–9) and seed 002 on the order
+//! lists: pageset state and zone facts in, decisions out. Names and
 //! structure follow `mm/page_alloc.c` of v6.7 so a reader of the seeds finds
 //! each line; every heuristic can be switched off on its own
-//! ([`Heuristics`]), and with all off the functions behave as v6.6 did.
+//! ([`Heuristics`](crate::page_alloc::knobs::Heuristics)), and with all off
+//! the functions behave as v6.6 did. The rule every cache shares — high
+//! within its bounds, its growth and decay, free_count, the free_high
+//! threshold and cut — is the [`Tuner`]'s (`tuner.rs`); this module adds
+//! what only the order lists have: orders, the alloc_factor refill scale,
+//! consecutive high-order frees, v6.6's free_factor.
 //!
 //! Units: `count`, `high`, `high_min`, `high_max`, `batch` and `free_count`
 //! are pages; the refill size returned by [`nr_pcp_alloc`] is in blocks of
 //! the requested order (the kernel's `rmqueue_bulk` count).
 
 use crate::geometry::PAGE_ALLOC_COSTLY_ORDER;
-use crate::page_alloc::knobs::{heuristic::*, FreeCountMode, FreeHighThreshold, Knobs};
+use crate::page_alloc::knobs::{heuristic::*, Knobs};
 use crate::page_alloc::zone::watermark::PcpParams;
+
+use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 
 /// Flag: the previous free on this pageset was of order 1..=3 (patch 1).
 pub const PCPF_PREV_FREE_HIGH_ORDER: u8 = 1 << 0;
 /// Flag: this CPU's cache slice can hold more than 3 × batch pages, so a
 /// free_high drain may keep `batch` pages (patches 2–3).
 pub const PCPF_FREE_HIGH_BATCH: u8 = 1 << 1;
-/// high decays by high >> this each tick (1/8, patch 7).
-pub const PCP_HIGH_DECAY_SHIFT: u32 = 3;
 
 /// The tunable part of a pageset (the kernel's `struct per_cpu_pages`
-/// minus the lock and lists). Guarded by the pageset lock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PcpState {
-    /// Pages on the pageset's lists.
-    pub count: i32,
-    /// Current high: above it, frees drain to the zone.
-    pub high: i32,
-    /// PCPF_* flags.
-    pub flags: u8,
-    /// Order-0 refill scale: batch << alloc_factor (patch 5).
-    pub alloc_factor: u8,
-    /// Free batch scale before patch 9 (v6.6's free_factor).
-    pub free_factor: u8,
-    /// Pages freed recently without allocation (patch 9); may go negative
-    /// under seed 002's `exact` policy.
-    pub free_count: i32,
-}
+/// minus the lock and lists): the shared [`Tuner`], in pages. Guarded by
+/// the pageset lock.
+pub type PcpState = Tuner;
 
 /// What the free path decided ([`free_unref_page_commit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +39,22 @@ pub struct FreeDecision {
     pub to_free: i32,
 }
 
+/// The order lists' bounds for the tuner: the zone's batch, high_min and
+/// high_max in pages; free_count capped at `batch << BATCH_SCALE_MAX`;
+/// Linux 6.16's threshold as their own.
+#[inline]
+pub fn tuner_params(p: &PcpParams, k: &Knobs) -> TunerParams {
+    let batch = p.batch as i32;
+    TunerParams {
+        batch,
+        high_min: p.high_min as i32,
+        high_max: p.high_max as i32,
+        keep: batch,
+        free_count_cap: batch << k.batch_scale_max,
+        own_free_high: OwnFreeHigh::BatchPlusHalfHighMin,
+    }
+}
+
 /// The allocation side's bookkeeping, done on every allocation from the
 /// pageset (`rmqueue_pcplist`): free_count is reduced — halved (v6.7) or
 /// by the pages taken (seed 002 v1) — or, before patch 9, free_factor
@@ -55,10 +62,7 @@ pub struct FreeDecision {
 #[inline]
 pub fn on_alloc(s: &mut PcpState, order: u32, k: &Knobs) {
     if k.heuristics.has(FREE_COUNT) {
-        s.free_count = match k.free_count_mode {
-            FreeCountMode::Halve => s.free_count >> 1,
-            FreeCountMode::Exact => s.free_count.saturating_sub(1 << order).max(i32::MIN / 2),
-        };
+        s.on_alloc(1 << order, k);
     } else {
         s.free_factor >>= 1;
     }
@@ -76,14 +80,9 @@ pub fn nr_pcp_alloc(
     k: &Knobs,
 ) -> i32 {
     let h = k.heuristics;
-    let base_batch = p.batch as i32;
-    let (high_min, high_max) = (p.high_min as i32, p.high_max as i32);
-    let mut high = if h.has(AUTO_TUNE) {
-        s.high.clamp(high_min, high_max.max(high_min))
-    } else {
-        high_min
-    };
-    s.high = high;
+    let tp = tuner_params(p, k);
+    let base_batch = tp.batch;
+    let mut high = s.clamp_high(&tp, k);
 
     // PCP disabled (tiny zone): one block at a time.
     if high < base_batch {
@@ -98,9 +97,8 @@ pub fn nr_pcp_alloc(
     };
 
     // If we had a larger high, we could have avoided going to the zone.
-    if h.has(AUTO_TUNE) && high_min != high_max && !(h.has(BELOW_HIGH) && below_high) {
-        high = (high + batch).min(high_max);
-        s.high = high;
+    if tp.high_min != tp.high_max && s.grow(batch, &tp, below_high, k) {
+        high = s.high;
     }
 
     if scaled {
@@ -119,15 +117,10 @@ pub fn nr_pcp_alloc(
 }
 
 /// The free_count a pageset must reach before consecutive high-order frees
-/// drain it (seed 002's three variants).
-#[inline]
+/// drain it (seed 002's three variants; [`Tuner::free_high_threshold`]).
+#[cfg(test)]
 pub fn free_high_threshold(p: &PcpParams, k: &Knobs) -> i32 {
-    let batch = p.batch as i32;
-    match k.free_high_threshold {
-        FreeHighThreshold::Batch => batch,
-        FreeHighThreshold::FiveBatch => 5 * batch,
-        FreeHighThreshold::BatchPlusHalfHighMin => batch + p.high_min as i32 / 2,
-    }
+    Tuner::default().free_high_threshold(&tuner_params(p, k), k)
 }
 
 /// The free path after a page of `order` went onto the pageset's list
@@ -147,14 +140,15 @@ pub fn free_unref_page_commit(
         s.alloc_factor >>= 1;
     }
     s.count += 1 << order;
-    let batch = p.batch as i32;
+    let tp = tuner_params(p, k);
+    let batch = tp.batch;
 
     // High-order pages other than THPs fragment; limit how many a pageset
     // keeps when it mostly frees them (the free_high drain).
     let mut free_high = false;
     if (1..=PAGE_ALLOC_COSTLY_ORDER).contains(&order) {
         let freeing = if h.has(FREE_COUNT) {
-            s.free_count >= free_high_threshold(p, k)
+            s.free_high_due(&tp, k)
         } else {
             s.free_factor != 0
         };
@@ -167,9 +161,7 @@ pub fn free_unref_page_commit(
     } else if h.has(PREV_FREE_HIGH_ORDER) {
         s.flags &= !PCPF_PREV_FREE_HIGH_ORDER;
     }
-    if h.has(FREE_COUNT) && s.free_count < (batch << k.batch_scale_max) {
-        s.free_count += 1 << order;
-    }
+    s.on_free(1 << order, &tp, k);
 
     let high = nr_pcp_high(s, p, batch, free_high, below_high, k);
     let to_free = if s.count >= high {
@@ -193,23 +185,25 @@ pub fn nr_pcp_high(
     k: &Knobs,
 ) -> i32 {
     let h = k.heuristics;
-    let (high_min, high_max) = (p.high_min as i32, p.high_max as i32);
+    let tp = TunerParams {
+        batch,
+        ..tuner_params(p, k)
+    };
+    let (high_min, high_max) = (tp.high_min, tp.high_max);
+    let high = s.clamp_high(&tp, k);
     if !h.has(AUTO_TUNE) {
         // v6.6: a fixed high; drain everything on free_high.
-        s.high = high_min;
         return if high_min == 0 || free_high {
             0
         } else {
             high_min
         };
     }
-    let high = s.high.clamp(high_min, high_max.max(high_min));
-    s.high = high;
     if high == 0 {
         return 0;
     }
     if free_high {
-        s.high = (high - (batch << k.batch_scale_max)).max(high_min);
+        s.cut_high(&tp, k);
         return 0;
     }
     if high_min == high_max {
@@ -276,18 +270,16 @@ pub fn nr_pcp_free(s: &mut PcpState, batch: i32, high: i32, free_high: bool, k: 
 }
 
 /// The tick's decay of an auto-tuned high (`decay_pcp_high`): high loses an
-/// eighth, but never more than batch << BATCH_SCALE_MAX below `count`, and
-/// never below high_min. Returns the pages to drain (count - high).
+/// eighth ([`Tuner::decay`]), but never more than batch << BATCH_SCALE_MAX
+/// below `count`, and never below high_min. Returns the pages to drain
+/// (count - high).
 pub fn decay_pcp_high(s: &mut PcpState, p: &PcpParams, k: &Knobs) -> i32 {
     if !k.heuristics.has(AUTO_TUNE) {
         return 0;
     }
-    let batch = p.batch as i32;
-    let high_min = p.high_min as i32;
-    if s.high > high_min {
-        s.high = (s.count - (batch << k.batch_scale_max))
-            .max(s.high - (s.high >> PCP_HIGH_DECAY_SHIFT))
-            .max(high_min);
+    let tp = tuner_params(p, k);
+    if s.decay(&tp, k) {
+        s.high = s.high.max(s.count - (tp.batch << k.batch_scale_max));
     }
     (s.count - s.high).max(0)
 }
@@ -301,7 +293,7 @@ pub fn free_high_batch(slice_bytes: u64, batch: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::page_alloc::knobs::Heuristics;
+    use crate::page_alloc::knobs::{FreeCountMode, FreeHighThreshold, Heuristics};
 
     const P: PcpParams = PcpParams {
         batch: 63,
