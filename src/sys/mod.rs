@@ -15,6 +15,7 @@ mod inject;
 mod linux;
 mod machine;
 mod memcg;
+mod resident;
 pub mod valgrind;
 
 pub use inject::inject_map_failures;
@@ -31,3 +32,4 @@ pub use machine::{
     program_name,
 };
 pub use memcg::{find_mem_cgroup, MemCgroup};
+pub use resident::{measure_grouped, BATCH_MAX as MEASURE_BATCH_MAX};
