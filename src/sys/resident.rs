@@ -10,7 +10,7 @@
 
 use crate::geometry::{MAX_ORDER_PAGES, PAGE_SIZE};
 
-use super::resident_map;
+use super::linux::resident_map;
 
 /// The most ranges of one batch.
 pub const BATCH_MAX: usize = 32;
