@@ -10,19 +10,22 @@
 //! then smaller blocks, but only while more than `keep_dirty` free pages are
 //! resident: a little warm memory saves page faults on the next burst.
 //!
-//! Free lists are LIFO, so the blocks idle longest are near the tail —
-//! behind the clean ones, which are kept last; the scan starts there,
-//! walks past blocks with no charged page (nothing resident to give back)
-//! and looks at a bounded number of blocks per list. A released block is
-//! uncharged (see `charge.rs`).
+//! Free lists are LIFO, so the blocks idle longest are near the tail,
+//! just before the clean ones, which each list keeps last from a block
+//! the zone remembers (`ZoneInner::last_not_clean`): the scan starts
+//! there, never walks a clean block, walks past blocks with no charged
+//! page (nothing resident to give back) and looks at a bounded number of
+//! blocks per list. A released block is uncharged (see `charge.rs`).
 //!
 //! A block is charged whole when it is handed out, whatever the program
 //! then touches: a thread storm's blocks of up to 1 MiB written in their
 //! first 16 KiB counted as 50 times what was resident. A release down to
 //! a number of charged pages (`release_down_to`, the give-back at a free
 //! when no thread runs) first asks mincore which pages of each block are
-//! resident and uncharges the others, with no madvise: what waits is then
-//! what is resident, and only that is given back.
+//! resident — one call for the blocks close together, one lock hold to
+//! uncharge the others, with no madvise: what waits is then what is
+//! resident, and only that is given back (and a block with nothing
+//! resident, to be clean).
 
 use super::thp::PAGEBLOCK_BYTES;
 use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
