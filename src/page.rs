@@ -474,6 +474,39 @@ impl<T: Linked> PageList<T> {
         self.len += 1;
     }
 
+    /// Links `p` just before `at`.
+    ///
+    /// # Safety
+    /// `at` is on this list; `p` as in [`PageList::push_front`].
+    #[inline]
+    pub unsafe fn insert_before(&mut self, at: *mut T, p: *mut T) {
+        // SAFETY: at is on this list, so it and its neighbours are valid;
+        // p is owned by the caller (contract).
+        unsafe {
+            let before = *T::links(at).1;
+            if before.is_null() {
+                self.push_front(p);
+                return;
+            }
+            let (next, prev) = T::links(p);
+            *next = at;
+            *prev = before;
+            *T::links(before).0 = p;
+            *T::links(at).1 = p;
+        }
+        self.len += 1;
+    }
+
+    /// The element before `p`, or null.
+    ///
+    /// # Safety
+    /// `p` is on this list.
+    #[inline]
+    pub unsafe fn prev_of(&self, p: *mut T) -> *mut T {
+        // SAFETY: p is a valid element (contract).
+        unsafe { *T::links(p).1 }
+    }
+
     /// Unlinks `p`.
     ///
     /// # Safety

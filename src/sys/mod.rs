@@ -15,6 +15,7 @@ mod inject;
 mod linux;
 mod machine;
 mod memcg;
+mod resident;
 pub mod valgrind;
 
 #[cfg(feature = "internals")]
@@ -32,3 +33,4 @@ pub use machine::{
     program_name,
 };
 pub use memcg::{find_mem_cgroup, MemCgroup};
+pub use resident::{measure_grouped, BATCH_MAX as MEASURE_BATCH_MAX};

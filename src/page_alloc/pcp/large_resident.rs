@@ -197,35 +197,78 @@ impl Residency {
     /// in a tick whose measurements found the blocks mostly resident.
     /// Returns the pages measured and how many of them were resident.
     pub fn measure(&mut self, lists: &Lists, zone: &Zone, always: bool) -> (usize, usize) {
-        let (mut pages, mut resident) = (0, 0);
+        let mut total = (0, 0);
         if self.unmeasured == 0 || (!always && self.dense_now(zone)) {
-            return (pages, resident);
+            return total;
         }
+        let mut heads = [core::ptr::null_mut::<Page>(); sys::MEASURE_BATCH_MAX];
+        let mut n = 0;
         for (c, list) in lists.iter().enumerate() {
-            let n = class_pages(c);
+            let mut left = self.unmeasured_blocks[c];
             let mut p = list.first();
             // SAFETY: the lists hold our PcpLarge blocks (pageset lock held
             // by the caller); a block's memory is ours to ask about.
             unsafe {
-                while self.unmeasured_blocks[c] > 0 && !p.is_null() {
-                    let b = p.cast::<LargeBlock>();
-                    if (*b).resident == NOT_MEASURED {
-                        let (r, h) = measure_block(p, n);
-                        (*b).resident = r;
-                        (*b).head = h;
-                        self.unmeasured -= n;
-                        self.unmeasured_blocks[c] -= 1;
-                        self.resident += usize::from(r);
-                        self.rest += usize::from(r - h);
-                        self.note_measured(zone, n, usize::from(r));
-                        pages += n;
-                        resident += usize::from(r);
+                while left > 0 && !p.is_null() {
+                    if (*p.cast::<LargeBlock>()).resident == NOT_MEASURED {
+                        heads[n] = p;
+                        n += 1;
+                        left -= 1;
+                        if n == heads.len() {
+                            self.measure_batch(&heads[..n], zone, &mut total);
+                            n = 0;
+                        }
                     }
                     p = (*p).next;
                 }
             }
         }
-        (pages, resident)
+        // SAFETY: as above.
+        unsafe { self.measure_batch(&heads[..n], zone, &mut total) };
+        total
+    }
+
+    /// Measures the blocks `heads` of the lists, not measured yet, and
+    /// counts them so; adds their pages and resident pages to `total`.
+    ///
+    /// # Safety
+    /// Each is a PcpLarge block on the lists, pageset lock held.
+    unsafe fn measure_batch(
+        &mut self,
+        heads: &[*mut Page],
+        zone: &Zone,
+        total: &mut (usize, usize),
+    ) {
+        let mut ranges = [(0usize, 0usize); sys::MEASURE_BATCH_MAX];
+        for (r, &p) in ranges.iter_mut().zip(heads) {
+            // SAFETY: a PcpLarge head (contract).
+            *r = (page_addr(p), unsafe { (*p.cast::<LargeBlock>()).pages }
+                as usize);
+        }
+        let ranges = &ranges[..heads.len()];
+        sys::measure_grouped(ranges, |group| {
+            for m in group {
+                let n = ranges[m.index].1;
+                let (r, h) = match m.map {
+                    Some(map) => residency_of(map),
+                    // Not answered: count it as written whole.
+                    None => (n as u16, n as u16),
+                };
+                // SAFETY: as above.
+                unsafe {
+                    let b = heads[m.index].cast::<LargeBlock>();
+                    (*b).resident = r;
+                    (*b).head = h;
+                }
+                self.unmeasured -= n;
+                self.unmeasured_blocks[class_of(n)] -= 1;
+                self.resident += usize::from(r);
+                self.rest += usize::from(r - h);
+                self.note_measured(zone, n, usize::from(r));
+                total.0 += n;
+                total.1 += usize::from(r);
+            }
+        });
     }
 
     /// Takes blocks off `lists` until they hold at most `keep` of
@@ -350,19 +393,51 @@ impl Residency {
     }
 }
 
-/// What block `p` of `pages` pages holds resident (mincore): its resident
-/// pages, and how many of those are its first pages. Takes no lock.
+/// Measures every block of `blocks` — sets its `resident` pages and its
+/// `head`, how many of those are its first pages — with one mincore call for each group of
+/// blocks close together (`sys::measure_grouped`): a thread's blocks,
+/// carved one after another, are often neighbours. Takes no lock.
 ///
 /// # Safety
-/// `p` heads a block of `pages` pages of the zone that the caller owns.
-pub unsafe fn measure_block(p: *mut Page, pages: usize) -> (u16, u16) {
-    let mut map = [0u8; MAX_ORDER_PAGES];
-    match sys::resident_map(page_addr(p) as *const u8, &mut map[..pages]) {
-        Some(r) => {
-            let h = map[..pages].iter().take_while(|&&v| v & 1 != 0).count();
-            (r as u16, h as u16)
+/// `blocks` holds blocks of the zone that the caller owns, each with its
+/// `pages` set.
+pub unsafe fn measure_list(blocks: &PageList) {
+    let mut p = blocks.first();
+    while !p.is_null() {
+        let mut heads = [core::ptr::null_mut::<Page>(); sys::MEASURE_BATCH_MAX];
+        let mut ranges = [(0usize, 0usize); sys::MEASURE_BATCH_MAX];
+        let mut n = 0;
+        while !p.is_null() && n < sys::MEASURE_BATCH_MAX {
+            // SAFETY: a block on the caller's list (contract).
+            let pages = unsafe { (*p.cast::<LargeBlock>()).pages } as usize;
+            heads[n] = p;
+            ranges[n] = (page_addr(p), pages);
+            n += 1;
+            // SAFETY: as above.
+            p = unsafe { (*p).next };
         }
-        // Not answered: count it as written whole.
-        None => (pages as u16, pages as u16),
+        sys::measure_grouped(&ranges[..n], |group| {
+            for m in group {
+                let b = heads[m.index].cast::<LargeBlock>();
+                let (r, h) = match m.map {
+                    Some(map) => residency_of(map),
+                    // Not answered: count it as written whole.
+                    None => (ranges[m.index].1 as u16, ranges[m.index].1 as u16),
+                };
+                // SAFETY: the caller's block (contract).
+                unsafe {
+                    (*b).resident = r;
+                    (*b).head = h;
+                }
+            }
+        });
     }
+}
+
+/// A block's resident pages and the run of them at its start, from its
+/// mincore map.
+fn residency_of(map: &[u8]) -> (u16, u16) {
+    let r = map.iter().filter(|&&v| v & 1 != 0).count();
+    let h = map.iter().take_while(|&&v| v & 1 != 0).count();
+    (r as u16, h as u16)
 }

@@ -15,7 +15,7 @@ use crate::page_alloc::zone::{Grow, Zone};
 use crate::section::page_addr;
 use crate::sys;
 
-use super::large_resident::{measure_block, Residency};
+use super::large_resident::{measure_list, Residency};
 use super::pageset::{Pageset, PagesetGuard};
 
 /// Blocks given back to the OS per zone-lock hold.
@@ -313,17 +313,8 @@ impl Pageset {
             }
             g.large.take_unmeasured(&mut blocks);
         }
-        let mut p = blocks.first();
-        while !p.is_null() {
-            // SAFETY: the blocks taken off the lists are ours.
-            unsafe {
-                let b = p.cast::<LargeBlock>();
-                let (r, h) = measure_block(p, (*b).pages as usize);
-                (*b).resident = r;
-                (*b).head = h;
-                p = (*p).next;
-            }
-        }
+        // SAFETY: the blocks taken off the lists are ours.
+        unsafe { measure_list(&blocks) };
         let mut g = self.lock();
         while !blocks.is_empty() {
             // SAFETY: as above; each goes back, measured.

@@ -86,10 +86,17 @@ pub struct ZoneCounters {
 ///   except at MAX_PAGE_ORDER;
 /// - free blocks of pageblock order or more lie in pageblocks whose type is
 ///   their list's migratetype;
-/// - `managed` = free + isolated + pages in pagesets + pages handed out.
+/// - `managed` = free + isolated + pages in pagesets + pages handed out;
+/// - on each list the CLEAN blocks come last, from `clean_from`.
 pub struct ZoneInner {
     /// Free blocks per order and migratetype.
     pub free_area: [[PageList; MIGRATE_TYPES]; NR_PAGE_ORDERS],
+    /// The first CLEAN block of each list (null: none); every block after
+    /// it is CLEAN too, every block before it is not. A release looks for
+    /// resident blocks from the one before it towards the front, and so
+    /// never walks the blocks it gave back before (a storm's give-backs
+    /// walked past 950,000 of them, a cache miss each under the lock).
+    clean_from: [[*mut Page; MIGRATE_TYPES]; NR_PAGE_ORDERS],
     /// Free blocks per order (all migratetypes).
     pub nr_free: [usize; NR_PAGE_ORDERS],
     /// Free pages.
@@ -123,6 +130,7 @@ impl ZoneInner {
     pub const fn new() -> ZoneInner {
         ZoneInner {
             free_area: [const { [const { PageList::new() }; MIGRATE_TYPES] }; NR_PAGE_ORDERS],
+            clean_from: [[core::ptr::null_mut(); MIGRATE_TYPES]; NR_PAGE_ORDERS],
             nr_free: [0; NR_PAGE_ORDERS],
             free: 0,
             clean_free: 0,
@@ -159,9 +167,10 @@ impl ZoneInner {
         }
     }
 
-    /// Puts block `head` of `order` on `free_area[order][mt]` (front, or back
-    /// for blocks that should be used last, and always for clean ones) and
-    /// accounts for it.
+    /// Puts block `head` of `order` on `free_area[order][mt]` and accounts
+    /// for it: at the front, or, for a block that should be used last, at
+    /// the back of the blocks that are not clean; a clean block at the
+    /// back.
     ///
     /// # Safety
     /// `head` is the descriptor of a block of this zone that is on no list
@@ -185,13 +194,21 @@ impl ZoneInner {
                 .head
                 .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Relaxed);
             let list = &mut self.free_area[order as usize][mt as usize];
+            let from = &mut self.clean_from[order as usize][mt as usize];
             // Memory that is not resident goes last: the next allocation
             // takes resident (and already charged) memory first, which
             // faults nothing in and needs no room in the budget.
-            if back || clean {
+            if clean {
+                list.push_back(head);
+                if from.is_null() {
+                    *from = head;
+                }
+            } else if !back {
+                list.push_front(head);
+            } else if from.is_null() {
                 list.push_back(head);
             } else {
-                list.push_front(head);
+                list.insert_before(*from, head);
             }
         }
         self.nr_free[order as usize] += 1;
@@ -199,6 +216,25 @@ impl ZoneInner {
         if clean {
             self.clean_free += 1 << order;
         }
+    }
+
+    /// The last block of `free_area[order][mt]` that is not clean (the
+    /// coldest that may be resident), or null.
+    #[inline]
+    pub fn last_not_clean(&self, order: usize, mt: usize) -> *mut Page {
+        let from = self.clean_from[order][mt];
+        if from.is_null() {
+            self.free_area[order][mt].last()
+        } else {
+            // SAFETY: `from` is on that list (invariant); lock held.
+            unsafe { self.free_area[order][mt].prev_of(from) }
+        }
+    }
+
+    /// The first clean block of `free_area[order][mt]`, or null.
+    #[inline]
+    pub fn first_clean(&self, order: usize, mt: usize) -> *mut Page {
+        self.clean_from[order][mt]
     }
 
     /// Free pages that are charged — resident, or may be (exact but for
@@ -218,6 +254,9 @@ impl ZoneInner {
         unsafe {
             let order = (*head).order as usize;
             let mt = (*head).migratetype as usize;
+            if self.clean_from[order][mt] == head {
+                self.clean_from[order][mt] = (*head).next;
+            }
             self.free_area[order][mt].remove(head);
             self.nr_free[order] -= 1;
             self.free -= 1 << order;

@@ -28,6 +28,7 @@ impl Zone {
                 // SAFETY: list elements are our descriptors; lock held.
                 blocks += unsafe { list.check() };
                 let mut p = list.first();
+                let mut seen_clean = false;
                 while !p.is_null() {
                     // SAFETY: as above.
                     unsafe {
@@ -65,7 +66,19 @@ impl Zone {
                                 "two free buddies left unmerged"
                             );
                         }
-                        if (*p).flags & flags::CLEAN != 0 {
+                        let is_clean = (*p).flags & flags::CLEAN != 0;
+                        if is_clean && !seen_clean {
+                            assert!(
+                                z.first_clean(o, mt) == p,
+                                "the first clean block of a list is not the one the zone has"
+                            );
+                        }
+                        assert!(
+                            is_clean || !seen_clean,
+                            "a block that is not clean after a clean one on a list"
+                        );
+                        seen_clean |= is_clean;
+                        if is_clean {
                             clean += 1 << o;
                             assert_eq!(
                                 super::charge::count_charged(a, 1 << o),
@@ -76,6 +89,10 @@ impl Zone {
                         p = (*p).next;
                     }
                 }
+                assert!(
+                    seen_clean || z.first_clean(o, mt).is_null(),
+                    "the zone has a first clean block for a list with none"
+                );
             }
             assert_eq!(
                 blocks, z.nr_free[o],

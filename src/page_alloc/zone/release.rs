@@ -10,22 +10,25 @@
 //! then smaller blocks, but only while more than `keep_dirty` free pages are
 //! resident: a little warm memory saves page faults on the next burst.
 //!
-//! Free lists are LIFO, so the blocks idle longest are near the tail —
-//! behind the clean ones, which are kept last; the scan starts there,
-//! walks past blocks with no charged page (nothing resident to give back)
-//! and looks at a bounded number of blocks per list. A released block is
-//! uncharged (see `charge.rs`).
+//! Free lists are LIFO, so the blocks idle longest are near the tail,
+//! just before the clean ones, which each list keeps last from a block
+//! the zone remembers (`ZoneInner::last_not_clean`): the scan starts
+//! there, never walks a clean block, walks past blocks with no charged
+//! page (nothing resident to give back) and looks at a bounded number of
+//! blocks per list. A released block is uncharged (see `charge.rs`).
 //!
 //! A block is charged whole when it is handed out, whatever the program
 //! then touches: a thread storm's blocks of up to 1 MiB written in their
 //! first 16 KiB counted as 50 times what was resident. A release down to
 //! a number of charged pages (`release_down_to`, the give-back at a free
 //! when no thread runs) first asks mincore which pages of each block are
-//! resident and uncharges the others, with no madvise: what waits is then
-//! what is resident, and only that is given back.
+//! resident — one call for the blocks close together, one lock hold to
+//! uncharge the others, with no madvise: what waits is then what is
+//! resident, and only that is given back (and a block with nothing
+//! resident, to be clean).
 
 use super::thp::PAGEBLOCK_BYTES;
-use crate::geometry::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
+use crate::geometry::{MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use crate::page::{flags, Page, PageKind, MIGRATE_TYPES};
 use crate::section::{self, page_addr};
 use crate::sys;
@@ -143,22 +146,16 @@ impl Zone {
                         break;
                     }
                     for mt in 0..MIGRATE_TYPES {
-                        let mut p = z.free_area[order as usize][mt].last();
+                        // Clean blocks sit at the tail (see add_free),
+                        // never walked: from the last that is not clean.
+                        let mut p = z.last_not_clean(order as usize, mt);
                         let (mut scanned, mut skipped) = (0, 0);
                         while !p.is_null() && scanned < SCAN_LIMIT && skipped < SKIP_LIMIT {
                             // SAFETY: p is on our free list; lock held.
-                            let prev = unsafe { (*p).prev };
-                            // SAFETY: as above.
-                            let (fl, since) = unsafe { ((*p).flags, (*p).free_epoch) };
-                            // Clean blocks sit at the tail (see add_free):
-                            // walk past them cheaply to the resident ones.
+                            let (prev, since) = unsafe { ((*p).prev, (*p).free_epoch) };
                             // SAFETY: a free block of ours; lock held.
-                            let charged = if fl & flags::CLEAN == 0 {
-                                // SAFETY: a free block of ours; lock held.
-                                unsafe { super::charge::count_charged(page_addr(p), 1 << order) }
-                            } else {
-                                0
-                            };
+                            let charged =
+                                unsafe { super::charge::count_charged(page_addr(p), 1 << order) };
                             if charged == 0
                                 || (whole_only
                                     && order < PAGEBLOCK_ORDER
@@ -235,7 +232,9 @@ impl Zone {
                     z.isolated -= 1 << order;
                     z.free_one_page(p, order, mt);
                 }
-                if released[i] {
+                // A block with nothing resident went back only to be
+                // clean (see `settle`): no release to count, no advice.
+                if released[i] && charged > 0 {
                     let bytes = PAGE_SIZE << order;
                     z.c.released_bytes += bytes as u64;
                     z.c.release_events += 1;
@@ -260,41 +259,55 @@ impl Zone {
     /// touched in part, or never; or swapped out) is uncharged — nothing
     /// to give back there, and it is charged again when handed out — and
     /// each block's count becomes its resident pages. Then
-    /// `give` says which to release: those with resident pages, while the
-    /// zone still has more than `keep` free pages charged.
+    /// `give` says which to release: those with resident pages while the
+    /// zone still has more than `keep` free pages charged, and those with
+    /// none — a madvise that frees nothing, after which the block is
+    /// clean, behind the resident ones where no release walks again (left
+    /// as it was, each give-back would walk past it under the lock).
     fn settle(&self, batch: &mut [(*mut Page, u32, usize)], give: &mut [bool], keep: usize) {
-        let mut map = [0u8; MAX_ORDER_PAGES];
-        let mut to_give = 0;
-        for (i, b) in batch.iter_mut().enumerate() {
-            let (p, order, _) = *b;
-            let pages = 1usize << order;
-            let addr = page_addr(p);
-            let Some(resident) = sys::resident_map(addr as *const u8, &mut map[..pages]) else {
-                continue;
-            };
+        let mut ranges = [(0usize, 0usize); RELEASE_BATCH];
+        for (r, &(p, order, _)) in ranges.iter_mut().zip(batch.iter()) {
+            *r = (page_addr(p), 1 << order);
+        }
+        let ranges = &ranges[..batch.len()];
+        let mut dirty = None;
+        // One mincore call and one lock hold for each group of blocks
+        // close together (`sys::measure_grouped`).
+        sys::measure_grouped(ranges, |group| {
             let mut g = self.lock();
-            // Each run of pages that are not resident.
-            let mut j = 0;
-            while j < pages {
-                if map[j] & 1 != 0 {
-                    j += 1;
+            for m in group {
+                let Some(map) = m.map else {
                     continue;
+                };
+                let addr = ranges[m.index].0;
+                // Each run of pages that are not resident.
+                let mut j = 0;
+                while j < map.len() {
+                    if map[j] & 1 != 0 {
+                        j += 1;
+                        continue;
+                    }
+                    let start = j;
+                    while j < map.len() && map[j] & 1 == 0 {
+                        j += 1;
+                    }
+                    g.uncharge_range(addr + start * PAGE_SIZE, j - start);
                 }
-                let start = j;
-                while j < pages && map[j] & 1 == 0 {
-                    j += 1;
-                }
-                g.uncharge_range(addr + start * PAGE_SIZE, j - start);
+                batch[m.index].2 = map.iter().filter(|&&v| v & 1 != 0).count();
             }
-            b.2 = resident;
             // Free pages still charged, the isolated blocks (ours and any
             // other release's) counted as free.
             let z = &*g.inner;
-            let dirty = (z.charged + z.free + z.isolated).saturating_sub(z.managed);
-            give[i] = resident > 0 && dirty.saturating_sub(to_give) > keep;
-            if give[i] {
-                to_give += resident;
-            }
+            dirty = Some((z.charged + z.free + z.isolated).saturating_sub(z.managed));
+        });
+        let Some(dirty) = dirty else {
+            return;
+        };
+        // In the batch's order, largest and coldest first.
+        let mut to_give = 0;
+        for (i, &(_, _, resident)) in batch.iter().enumerate() {
+            give[i] = resident == 0 || dirty.saturating_sub(to_give) > keep;
+            to_give += resident * usize::from(give[i]);
         }
     }
 }
