@@ -215,17 +215,18 @@ pub unsafe fn usable_size(b: *const LargeBlock) -> usize {
 /// [`checked_block`].
 ///
 /// # Safety
-/// `b` is a live large block the caller frees.
-pub unsafe fn free(pages: &Pages<'_>, b: *mut LargeBlock) {
+/// `b` is a live large block the caller frees. True when pages went on to
+/// the zone (not only to the pageset's list).
+pub unsafe fn free(pages: &Pages<'_>, b: *mut LargeBlock) -> bool {
     // SAFETY: the caller frees b: it is ours now.
     unsafe {
         let (n, tag) = ((*b).pages as usize, usize::from((*b).order));
         let head = LargeBlock::unmake(b);
         (*head).order = 0;
         if tag > 0 {
-            pages.free_large(head, tag - 1);
+            pages.free_large(head, tag - 1)
         } else {
-            pages.free_exact(head, n);
+            pages.free_exact(head, n)
         }
     }
 }

@@ -246,9 +246,10 @@ impl<'a> Pages<'a> {
     /// # Safety
     /// `head` heads an exact block of this allocator's zone of
     /// `class_pages(class)` pages that the caller owns and no longer uses;
-    /// its kind is `None`, as are its other descriptors.
+    /// its kind is `None`, as are its other descriptors. True when pages
+    /// went on to the zone (a drain), where a give-back may find them.
     #[inline]
-    pub unsafe fn free_large(&self, head: *mut Page, class: usize) {
+    pub unsafe fn free_large(&self, head: *mut Page, class: usize) -> bool {
         // SAFETY: forwarded contract.
         unsafe { self.free_large_many(&[head], class) }
     }
@@ -257,9 +258,10 @@ impl<'a> Pages<'a> {
     /// pageset's large list of that class in one lock hold.
     ///
     /// # Safety
-    /// As [`free_large`](Self::free_large), for each block.
+    /// As [`free_large`](Self::free_large), for each block. True when pages
+    /// went on to the zone.
     #[inline]
-    pub unsafe fn free_large_many(&self, heads: &[*mut Page], class: usize) {
+    pub unsafe fn free_large_many(&self, heads: &[*mut Page], class: usize) -> bool {
         let zone = self.zone();
         // SAFETY: forwarded contract.
         let to_zone = unsafe {
@@ -269,6 +271,7 @@ impl<'a> Pages<'a> {
         if to_zone {
             zone.balance_dirty();
         }
+        to_zone
     }
 
     /// Frees an exact block of `pages` pages: to the pageset's large list
@@ -277,17 +280,18 @@ impl<'a> Pages<'a> {
     /// # Safety
     /// `head` heads an exact block of this allocator's zone of `pages`
     /// pages that the caller owns and no longer uses; its kind is `None`,
-    /// as are its other descriptors.
+    /// as are its other descriptors. True when pages went to the zone.
     #[inline]
-    pub unsafe fn free_exact(&self, head: *mut Page, pages: usize) {
+    pub unsafe fn free_exact(&self, head: *mut Page, pages: usize) -> bool {
         let class = classes::class_of(pages);
         if classes::class_pages(class) == pages {
             // SAFETY: forwarded contract.
-            unsafe { self.free_large(head, class) };
+            unsafe { self.free_large(head, class) }
         } else {
             // SAFETY: forwarded contract.
             unsafe { self.zone().free_exact(head, pages) };
             self.zone().balance_dirty();
+            true
         }
     }
 

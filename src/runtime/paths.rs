@@ -529,14 +529,19 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
             return;
         }
         let bytes = large::usable_size(b);
-        if (*h).is_empty_heap() {
+        let to_zone = if (*h).is_empty_heap() {
             HEAPS.note_large_freed_elsewhere(bytes);
-            large::free(&PAGES.through(core::ptr::null(), false), b);
+            large::free(&PAGES.through(core::ptr::null(), false), b)
         } else {
             (*h).note_large_freed(bytes);
-            large::free(&pages_of(&*h), b);
+            large::free(&pages_of(&*h), b)
+        };
+        // Only a free that reached the zone adds to what waits there: a
+        // block kept on the pageset's list only lowers the keep a little,
+        // which the next free that drains, or the next tick, looks at.
+        if to_zone {
+            tick::memory_waiting();
         }
-        tick::memory_waiting();
     }
 }
 
