@@ -316,7 +316,7 @@ pub mod internals {
     pub use crate::heap::remote::{REMOTE_BATCH, REMOTE_SLOTS};
     pub use crate::heap::{check_quiescent, free_owned, Heap, HeapRegistry, Owned};
     pub use crate::page::{flags as page_flags, LargeBlock, MigrateType, Page, PageKind, PageList};
-    pub use crate::page_alloc::classes::{
+    pub use crate::page_alloc::block_classes::{
         class_of as large_class_of, class_pages as large_class_pages, NR_LARGE_CLASSES,
     };
     pub use crate::page_alloc::knobs::{FreeCountMode, FreeHighThreshold, Heuristics, Knobs};

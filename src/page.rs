@@ -62,7 +62,7 @@ pub enum PageKind {
     /// Head of a freed huge block kept for reuse in the huge-block cache.
     HugeCached = 9,
     /// Head of an exact-size large block cached on a pageset's list of its
-    /// class (see `page_alloc/pcp/large.rs`); its `pages` say how long.
+    /// class (see `page_alloc/pcp/class_lists.rs`); its `pages` say how long.
     PcpLarge = 10,
 }
 
@@ -284,7 +284,7 @@ pub struct LargeBlock {
     pub sample: usize,
     /// PcpLarge blocks: the pages found resident when the block was last
     /// measured on its list, or [`NOT_MEASURED`]
-    /// (`page_alloc/pcp/large_resident.rs`).
+    /// (`page_alloc/pcp/class_lists_resident.rs`).
     pub resident: u16,
     /// PcpLarge blocks, measured: how many of those are its first pages.
     pub head: u16,

@@ -1,6 +1,6 @@
 //! Large bins: a thread heap's cache of freed large blocks of up to
 //! 256 KiB (the reach of tcmalloc's thread cache), in front of the
-//! pageset's large lists (`page_alloc/pcp/large.rs`). A bin is a short
+//! pageset's large lists (`page_alloc/pcp/class_lists.rs`). A bin is a short
 //! stack of blocks of one size class: a free pushes the block, the next
 //! request of the class (or of one up to two classes smaller, as the
 //! pageset's lists serve) on this thread pops it — no CPU lookup, no
@@ -50,7 +50,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::geometry::PAGE_SIZE;
 use crate::page::{LargeBlock, Page, PageKind};
-use crate::page_alloc::classes::{class_of, class_pages, SMALL_CLASS_PAGES};
+use crate::page_alloc::block_classes::{class_of, class_pages, SMALL_CLASS_PAGES};
 use crate::page_alloc::knobs::{heuristic, FreeCountMode, Knobs, DEFAULT_BATCH_SCALE_MAX};
 use crate::page_alloc::pcp::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::Pages;

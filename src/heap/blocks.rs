@@ -10,7 +10,7 @@ use core::ptr;
 use crate::geometry::PAGE_SIZE;
 use crate::large;
 use crate::page::{LargeBlock, PageKind};
-use crate::page_alloc::classes::{class_of_small, class_pages};
+use crate::page_alloc::block_classes::{class_of_small, class_pages};
 use crate::page_alloc::Pages;
 
 use super::block_bins::{BIN_CLASSES, BIN_MAX_BYTES};

@@ -3,7 +3,7 @@
 //! (> 4 MiB) get a mapping of their own (`huge.rs`).
 //!
 //! A large block holds exactly the pages of its size class
-//! (`page_alloc/classes.rs`: a quarter-power apart, so a 33 KiB request
+//! (`page_alloc/block_classes.rs`: a quarter-power apart, so a 33 KiB request
 //! holds 40 KiB, a 2.1 MiB one 2.5 MiB) and goes through the caller's
 //! pageset's list of that class: a freed block serves the next request of
 //! its class on that CPU as it is, without the zone lock, whichever thread
@@ -25,7 +25,7 @@ use core::sync::atomic::Ordering::Acquire;
 use crate::alert;
 use crate::geometry::{LARGE_MAX, PAGE_SHIFT, PAGE_SIZE};
 use crate::page::{flags, LargeBlock, Page, PageKind};
-use crate::page_alloc::{classes, Pages};
+use crate::page_alloc::{block_classes, Pages};
 use crate::section::page_addr;
 
 /// Pages a large block for `size` bytes aligned to `align` holds: its size
@@ -37,7 +37,7 @@ pub fn pages_for(size: usize, align: usize) -> usize {
     if align > PAGE_SIZE {
         npages
     } else {
-        classes::class_pages(classes::class_of(npages))
+        block_classes::class_pages(block_classes::class_of(npages))
     }
 }
 
@@ -51,7 +51,7 @@ pub fn alloc(pages: &Pages<'_>, size: usize, align: usize, zero: bool) -> *mut u
         return alloc_aligned(pages, size, align, zero);
     }
     let npages = size.div_ceil(PAGE_SIZE).max(1);
-    let (head, class) = pages.alloc_large(classes::class_of(npages));
+    let (head, class) = pages.alloc_large(block_classes::class_of(npages));
     if head.is_null() {
         return core::ptr::null_mut();
     }
@@ -75,7 +75,7 @@ pub unsafe fn make_of_class(head: *mut Page, class: usize, size: usize, zero: bo
         make(
             head,
             class as u32 + 1,
-            classes::class_pages(class),
+            block_classes::class_pages(class),
             size,
             zero,
         )

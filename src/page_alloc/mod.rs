@@ -9,7 +9,7 @@
 //!
 //! Blocks of order ≤ 3 go through the pageset's order lists, larger ones
 //! straight to the zone; exact-size blocks (malloc's large blocks, in the
-//! size classes of `classes.rs`) through the pageset's large lists. When
+//! size classes of `block_classes.rs`) through the pageset's large lists. When
 //! the zone says no, every pageset is drained to the zone and the
 //! allocation retried once — the kernel's drain_all_pages before reclaim
 //! — before failing. A free that puts pages back in the zone then checks
@@ -17,10 +17,10 @@
 //!
 //! - `zone/`: the buddy zone, its budget and growth;
 //! - `pcp/`: the pagesets;
-//! - `classes.rs`: the size classes of exact-size blocks;
+//! - `block_classes.rs`: the size classes of exact-size blocks;
 //! - `knobs.rs`: the heuristics the pagesets run.
 
-pub mod classes;
+pub mod block_classes;
 pub mod knobs;
 pub mod pcp;
 pub mod zone;
@@ -179,7 +179,7 @@ impl<'a> Pages<'a> {
     }
 
     /// Allocates an exact-size MOVABLE block of size class `class`
-    /// (`classes.rs`), or of a slightly larger class a pageset list holds,
+    /// (`block_classes.rs`), or of a slightly larger class a pageset list holds,
     /// through the pageset's large lists. Returns the head, with kind
     /// `None` and CLEAN telling whether the memory reads as zero, or null
     /// when out of memory; and the block's class.
@@ -215,8 +215,8 @@ impl<'a> Pages<'a> {
     #[inline(never)]
     fn alloc_large_slow(&self, class: usize) -> (*mut Page, usize) {
         let zone = self.zone();
-        let pages = classes::class_pages(class);
-        let mt = classes::migratetype_for(pages);
+        let pages = block_classes::class_pages(class);
+        let mt = block_classes::migratetype_for(pages);
         if self.alloc.pagesets.drain_all_large(zone) > 0 {
             zone.count_drain_before_grow();
         }
@@ -232,7 +232,7 @@ impl<'a> Pages<'a> {
     /// list). As [`alloc_large`](Self::alloc_large) otherwise.
     pub fn alloc_exact_aligned(&self, pages: usize, align_order: u32) -> *mut Page {
         let zone = self.zone();
-        let mt = classes::migratetype_for(pages);
+        let mt = block_classes::migratetype_for(pages);
         let p = zone.alloc_exact(pages, align_order, mt, Grow::Yes);
         if p.is_null() && self.drained_all() {
             return zone.alloc_exact(pages, align_order, mt, Grow::Yes);
@@ -283,8 +283,8 @@ impl<'a> Pages<'a> {
     /// as are its other descriptors. True when pages went to the zone.
     #[inline]
     pub unsafe fn free_exact(&self, head: *mut Page, pages: usize) -> bool {
-        let class = classes::class_of(pages);
-        if classes::class_pages(class) == pages {
+        let class = block_classes::class_of(pages);
+        if block_classes::class_pages(class) == pages {
             // SAFETY: forwarded contract.
             unsafe { self.free_large(head, class) }
         } else {

@@ -43,7 +43,7 @@
 //! At a thread's exit a cache of a thread pool's next wave counts as
 //! waiting too, against the zone's `keep`: the pagesets' large lists, by
 //! what their blocks hold resident (measured with mincore,
-//! `page_alloc/pcp/large_resident.rs`). It is kept first — what it holds
+//! `page_alloc/pcp/class_lists_resident.rs`). It is kept first — what it holds
 //! is what the next wave writes again — and the zone keeps what is left;
 //! past the `keep` the cached blocks' pages past their first ones go back
 //! before whole blocks do; the zone's free pages go back 4 KiB at a time,

@@ -9,17 +9,17 @@
 //!   (nr_pcp_alloc, free_unref_page_commit, nr_pcp_high, nr_pcp_free,
 //!   decay_pcp_high).
 //! - `pageset.rs`: a pageset, its lists and lock, refill and bulk free.
-//! - `large.rs`: a pageset's lists of exact-size large blocks.
-//! - `large_resident.rs`: what those lists hold resident (measured), and
+//! - `class_lists.rs`: a pageset's lists of exact-size large blocks, one per size class (the class lists);
+//! - `class_lists_resident.rs`: what those lists hold resident (measured), and
 //!   how it goes back to the OS.
-//! - `pageset_large.rs`: a pageset's entry points to those lists.
+//! - `pageset_class_lists.rs`: a pageset's entry points to those lists.
 //! - `pool.rs`: where pagesets live (per CPU, or per thread) and how the
 //!   maintenance tick and drain-all reach every one of them.
 
-pub mod large;
-mod large_resident;
+pub mod class_lists;
+mod class_lists_resident;
 pub mod pageset;
-mod pageset_large;
+mod pageset_class_lists;
 pub mod pool;
 pub mod tune;
 pub mod tuner;

@@ -22,7 +22,7 @@ use crate::page_alloc::zone::Zone;
 use crate::section::{self, page_addr};
 use crate::sync::{BiasedLock, Entry};
 
-use super::large::LargeLists;
+use super::class_lists::LargeLists;
 use super::tune::{self, PcpState, PCPF_FREE_HIGH_BATCH};
 
 /// Lists per pageset: one per migratetype and order 0..=COSTLY.

@@ -2,7 +2,7 @@
 //! kernel's `struct per_cpu_pages` tuning of v6.7 (seed 000) with seed
 //! 002's free_count policies — written once, as a value every cache of
 //! the allocator carries: the pagesets' order lists (`tune.rs` adds the
-//! kernel's order-specific parts), their class lists (`large.rs`), a
+//! kernel's order-specific parts), their class lists (`class_lists.rs`), a
 //! thread's block bins (`heap/block_bins.rs`), a heap's parked slabs
 //! (`heap/park_high.rs`) and the huge-block cache (`large/huge.rs`).
 //!

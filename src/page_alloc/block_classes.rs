@@ -5,7 +5,7 @@
 //! two it does not need (a 33 KiB request holds 40 KiB, not 64; 2.1 MiB
 //! holds 2.5 MiB, not 4) — and blocks of one class are interchangeable, so a
 //! freed block serves the next request of its class as it is, from a
-//! pageset's list (`pcp/large.rs`) without the zone.
+//! pageset's list (`pcp/class_lists.rs`) without the zone.
 //!
 //! The index of a class is computed (its page count is a table of the
 //! same formula): for `p` pages above 8,

@@ -1,4 +1,4 @@
-//! What a pageset's large lists (`large.rs`) hold resident, and how it
+//! What a pageset's large lists (`class_lists.rs`) hold resident, and how it
 //! goes back to the OS.
 //!
 //! A large block is handed out whole and may be written in part — a
@@ -17,7 +17,7 @@
 //! found the blocks mostly resident, free_high measures no more until the
 //! next tick — a program that writes its blocks whole pays one look a
 //! tick. The give-back at a thread's exit measures the blocks off the
-//! lists, without the lock (`pageset_large.rs`).
+//! lists, without the lock (`pageset_class_lists.rs`).
 //!
 //! The runtime's give-back (`runtime/give_back.rs`) counts what the lists
 //! hold resident with the zone's free memory, and past its `keep` takes
@@ -35,7 +35,7 @@
 
 use crate::geometry::{MAX_ORDER_PAGES, PAGE_SIZE};
 use crate::page::{LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
-use crate::page_alloc::classes::{class_of, class_pages, NR_LARGE_CLASSES};
+use crate::page_alloc::block_classes::{class_of, class_pages, NR_LARGE_CLASSES};
 use crate::page_alloc::zone::Zone;
 use crate::section::page_addr;
 use crate::sys;

@@ -1,5 +1,5 @@
 //! A pageset's lists of exact-size large blocks: one list per size class
-//! of `page_alloc/classes.rs` (3 pages to 4 MiB), in front of the zone the way
+//! of `page_alloc/block_classes.rs` (3 pages to 4 MiB), in front of the zone the way
 //! the order lists are — the kernel keeps pageset lists for orders 0..=3
 //! and, since v6.8, one for the pageblock order (THP); ours hold the
 //! page-granular blocks of malloc, each of exactly its class's pages.
@@ -27,7 +27,7 @@
 //! With the heuristics off (`base`) the lists hold at most `high_min`.
 //!
 //! `high` counts a block's pages until the block is measured, then its
-//! resident pages (`large_resident.rs`): a block handed out whole and
+//! resident pages (`class_lists_resident.rs`): a block handed out whole and
 //! written in part costs what was written, so the lists can keep a
 //! thread pool's blocks from one wave to the next, and the give-back at a
 //! thread's exit takes back what they hold resident past its `keep`.
@@ -40,14 +40,14 @@
 //! Invariants (checked by `Pageset::check`): `count` = Σ pages of the
 //! blocks on the lists; every block on list `c` is a `PcpLarge` head of
 //! `class_pages(c)` pages; and the residency counts of
-//! `large_resident.rs`.
+//! `class_lists_resident.rs`.
 
 use crate::geometry::MAX_ORDER_PAGES;
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
 
-use super::large_resident::{Lists, Residency};
+use super::class_lists_resident::{Lists, Residency};
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
-use crate::page_alloc::classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
+use crate::page_alloc::block_classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::watermark::PcpParams;
 use crate::page_alloc::zone::{Grow, Zone};
@@ -90,7 +90,7 @@ pub struct LargeLists {
     lists: Lists,
     /// Pages on the lists.
     pub count: usize,
-    /// What the lists hold resident (`large_resident.rs`).
+    /// What the lists hold resident (`class_lists_resident.rs`).
     res: Residency,
     /// `high` (0: not set up yet; above it, frees go back to the zone),
     /// free_count and what was given back for lack of room, in pages.
@@ -172,7 +172,7 @@ impl LargeLists {
         self.t.high as usize
     }
 
-    /// What the lists may hold resident, in pages (`large_resident.rs`):
+    /// What the lists may hold resident, in pages (`class_lists_resident.rs`):
     /// the measured blocks' resident pages and the others' every page.
     /// `high` bounds this.
     #[inline]
@@ -449,7 +449,7 @@ impl LargeLists {
     }
 
     /// Puts block `p` of class `class` on its list, counted as its
-    /// `resident` and `head` say (`large_resident.rs`).
+    /// `resident` and `head` say (`class_lists_resident.rs`).
     ///
     /// # Safety
     /// `p` heads an exact block of `class_pages(class)` pages the caller
@@ -470,7 +470,7 @@ impl LargeLists {
     /// the zone when the lists hold more than `high`, or for free_high
     /// (whose cut of `high` reads the zone's `batch`). Returns the pages
     /// given back. A block measured on its way here counts towards the
-    /// tick's measurements (`large_resident.rs`).
+    /// tick's measurements (`class_lists_resident.rs`).
     ///
     /// # Safety
     /// As [`cache`](Self::cache).

@@ -1,4 +1,4 @@
-//! A pageset's doors to its large lists (`large.rs`): allocation through
+//! A pageset's doors to its large lists (`class_lists.rs`): allocation through
 //! the lists (a block from another CPU's lists on a miss, else a refill),
 //! frees to them, the steal another pageset asks for, and the drain of
 //! the lists alone. Straight to the zone when the lock is busy, as the
@@ -9,13 +9,13 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::geometry::PAGE_SIZE;
 use crate::page::{flags, LargeBlock, Page, PageList, NOT_MEASURED};
-use crate::page_alloc::classes::{class_of, class_pages, migratetype_for};
+use crate::page_alloc::block_classes::{class_of, class_pages, migratetype_for};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::{Grow, Zone};
 use crate::section::page_addr;
 use crate::sys;
 
-use super::large_resident::{measure_list, Residency};
+use super::class_lists_resident::{measure_list, Residency};
 use super::pageset::{Pageset, PagesetGuard};
 
 /// Blocks given back to the OS per zone-lock hold.
@@ -24,7 +24,7 @@ const RELEASE_BATCH: usize = 16;
 impl Pageset {
     /// Allocates an exact-size large block of `class` (MOVABLE), or of a
     /// slightly larger class, through this pageset's large lists
-    /// (`large.rs`); straight from the zone's free lists when the lock is
+    /// (`class_lists.rs`); straight from the zone's free lists when the lock is
     /// busy. Returns the head, with kind `None` and its CLEAN flag, and the
     /// block's class; null when the zone's free lists have no block either
     /// (this never grows the zone: `Pages::alloc_large` drains the
@@ -301,7 +301,7 @@ impl Pageset {
     }
 
     /// Measures the blocks of the large lists freed since they were last
-    /// measured (`large_resident.rs`), without the pageset lock: they
+    /// measured (`class_lists_resident.rs`), without the pageset lock: they
     /// leave the lists meanwhile, so frees on this CPU do not find the
     /// lock busy and go to the zone.
     fn measure_large(&self, zone: &Zone) {
