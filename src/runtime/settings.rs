@@ -26,6 +26,7 @@ use crate::page_alloc::knobs::{
 };
 use crate::page_alloc::zone::{ThpPolicy, DEFAULT_DIRTY_RATIO};
 use crate::sys;
+use crate::sys::rseq::{PcpEntry, WantEntry};
 use crate::util::{buf::FixedBuf, parse_size, parse_u64, write_json_string};
 
 /// Where pagesets live.
@@ -70,6 +71,9 @@ pub struct Settings {
     pub memory_limit: AtomicUsize,
     /// PcpMode as u32.
     pub pcp_mode: AtomicU32,
+    /// How the CPU pagesets are entered (`PCPALLOC_PCP_ENTRY`): 0 auto,
+    /// else `rseq::PcpEntry` + 1.
+    pub pcp_entry: AtomicU32,
     /// Manual high fraction (0 = auto-tune).
     pub high_fraction: AtomicUsize,
     /// Maintenance tick in ms.
@@ -106,6 +110,7 @@ pub struct Settings {
 pub static SETTINGS: Settings = Settings {
     memory_limit: AtomicUsize::new(0),
     pcp_mode: AtomicU32::new(PcpMode::Cpu as u32),
+    pcp_entry: AtomicU32::new(0),
     high_fraction: AtomicUsize::new(0),
     decay_ms: AtomicU32::new(DEFAULT_DECAY_MS),
     dirty_ratio: AtomicUsize::new(DEFAULT_DIRTY_RATIO),
@@ -122,6 +127,16 @@ pub static SETTINGS: Settings = Settings {
 };
 
 impl Settings {
+    /// How the CPU pagesets are to be entered (`PCPALLOC_PCP_ENTRY`).
+    pub fn pcp_entry(&self) -> WantEntry {
+        match self.pcp_entry.load(Relaxed) {
+            1 => WantEntry::Only(PcpEntry::Getcpu),
+            2 => WantEntry::Only(PcpEntry::RseqGlibc),
+            3 => WantEntry::Only(PcpEntry::RseqOwn),
+            _ => WantEntry::Auto,
+        }
+    }
+
     /// Where pagesets live.
     #[inline]
     pub fn pcp_mode(&self) -> PcpMode {
@@ -257,7 +272,7 @@ pub struct Tunable {
 pub static TUNABLES: &[Tunable] = &TABLE;
 
 /// How many settings there are.
-pub const NR_TUNABLES: usize = 19;
+pub const NR_TUNABLES: usize = 20;
 
 /// The index of the setting `name` in [`TUNABLES`] (a compile-time error
 /// in a constant when there is none).
@@ -325,7 +340,7 @@ const TABLE: [Tunable; NR_TUNABLES] = [
         at_run_time: AtRunTime::Never,
         values: "cpu | thread",
         default: "cpu",
-        doc: "Pagesets per CPU (chosen by sched_getcpu) or per thread.",
+        doc: "Pagesets per CPU (entered as PCPALLOC_PCP_ENTRY says) or per thread.",
         apply: |v| {
             let m = match v {
                 b"cpu" => PcpMode::Cpu,
@@ -336,6 +351,29 @@ const TABLE: [Tunable; NR_TUNABLES] = [
             Ok(())
         },
         show: |w, _| w.write_str(match SETTINGS.pcp_mode() { PcpMode::Cpu => "cpu", PcpMode::Thread => "thread" }),
+    },
+    Tunable {
+        name: "PCPALLOC_PCP_ENTRY",
+        config: "pcp_entry",
+        at_run_time: AtRunTime::Never,
+        values: "auto | rseq-glibc | rseq-own | getcpu",
+        default: "auto",
+        doc: "How a thread enters its CPU's pageset: a restartable sequence on glibc's rseq area or on one of its own (no atomic instruction), or sched_getcpu and a try-lock; auto takes the first that works (getcpu under valgrind). The report's pcp_entry says which is live.",
+        apply: |v| {
+            let e = match v {
+                b"auto" => 0,
+                b"getcpu" => 1,
+                b"rseq-glibc" => 2,
+                b"rseq-own" => 3,
+                _ => return Err("not auto, rseq-glibc, rseq-own or getcpu"),
+            };
+            SETTINGS.pcp_entry.store(e, Relaxed);
+            Ok(())
+        },
+        show: |w, _| w.write_str(match SETTINGS.pcp_entry() {
+            WantEntry::Auto => "auto",
+            WantEntry::Only(e) => e.name(),
+        }),
     },
     Tunable {
         name: "PCPALLOC_BATCH_SCALE_MAX",

@@ -15,6 +15,7 @@ mod inject;
 mod linux;
 mod machine;
 mod memcg;
+pub mod rseq;
 pub mod valgrind;
 
 pub use inject::inject_map_failures;

@@ -55,7 +55,22 @@ impl Pageset {
         owner: bool,
         steal: impl FnOnce(usize, usize, &mut PageList) -> (*mut Page, usize),
     ) -> (*mut Page, usize) {
-        let Some(mut g) = self.enter(owner) else {
+        self.alloc_large_entered(self.enter(owner), zone, class, knobs, steal)
+    }
+
+    /// [`alloc_large_or_steal`](Self::alloc_large_or_steal) with the way
+    /// in already tried: `entered` is this pageset's guard, or None when
+    /// its lock was busy.
+    #[inline]
+    pub fn alloc_large_entered(
+        &self,
+        entered: Option<PagesetGuard<'_>>,
+        zone: &Zone,
+        class: usize,
+        knobs: impl Fn() -> Knobs,
+        steal: impl FnOnce(usize, usize, &mut PageList) -> (*mut Page, usize),
+    ) -> (*mut Page, usize) {
+        let Some(mut g) = entered else {
             return self.alloc_large_busy(zone, class);
         };
         let (p, c) = g.large.take(class);
@@ -161,12 +176,30 @@ impl Pageset {
         knobs: impl Fn() -> Knobs,
         owner: bool,
     ) -> bool {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_large_entered(self.enter(owner), zone, heads, class, knobs) }
+    }
+
+    /// [`free_large`](Self::free_large) with the way in already tried:
+    /// `entered` is this pageset's guard, or None when its lock was busy.
+    ///
+    /// # Safety
+    /// As [`free_large`](Self::free_large).
+    #[inline]
+    pub unsafe fn free_large_entered(
+        &self,
+        entered: Option<PagesetGuard<'_>>,
+        zone: &Zone,
+        heads: &[*mut Page],
+        class: usize,
+        knobs: impl Fn() -> Knobs,
+    ) -> bool {
         for &head in heads {
             // SAFETY: the caller owns the block (contract); what it holds
             // is not known yet.
             unsafe { (*head.cast::<LargeBlock>()).resident = NOT_MEASURED };
         }
-        let Some(mut g) = self.enter(owner) else {
+        let Some(mut g) = entered else {
             // SAFETY: forwarded contract.
             unsafe { self.free_large_busy(zone, heads, class) };
             return true;
