@@ -8,6 +8,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::*;
 
 /// An entry as the report names it, and the environment that forces it.
@@ -187,4 +189,85 @@ fn valgrind_enters_through_getcpu() {
         "{}",
         r.describe()
     );
+}
+
+/// The lock-prefixed (and xchg) instructions of the preloaded library that
+/// execute, by function, between the marks of `rseq_lock_free` (window 0:
+/// blocks of 16 KiB through the large lists; window 1: slabs made and
+/// emptied through the order lists), counted with a breakpoint on each
+/// (tests/rseq_lock_count.py under gdb).
+fn locked_executions(entry: &str) -> Vec<(usize, String, u64)> {
+    let mut c = std::process::Command::new("gdb");
+    c.args(["-batch", "-nx"])
+        .arg("-ex")
+        .arg(format!(
+            "set environment LD_PRELOAD={}",
+            preload_lib().display()
+        ))
+        .arg("-ex")
+        .arg(format!("set environment PCPALLOC_PCP_ENTRY={entry}"))
+        .arg("-x")
+        .arg(root().join("tests/rseq_lock_count.py"))
+        .arg("--args")
+        .arg(c_program("rseq_lock_free"))
+        .arg("4")
+        .env("RSEQ_LOCK_LIB", preload_lib());
+    let r = run_for(&mut c, Duration::from_secs(300));
+    let out = r.stdout();
+    assert!(
+        out.contains("rseq_lock_free ok") && out.contains("\ndone"),
+        "{}",
+        r.describe()
+    );
+    out.lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("window ")?;
+            let (w, rest) = l.split_once(' ')?;
+            let (f, n) = rest.rsplit_once(' ')?;
+            Some((w.parse().ok()?, f.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// No lock-prefixed instruction on the pagesets' pop and push with rseq:
+/// between the marks, the functions that enter a pageset and do nothing
+/// else atomic — `large::alloc` and `Pages::free_large_many` (the large
+/// lists), `Pages::free` (the order lists) — execute none; with getcpu
+/// they execute one per entry (the try-lock's CAS), which shows the count
+/// sees them. (`Pages::alloc`, inlined into the slabs' refill, is mixed
+/// with the heap's own atomics there: printed, not asserted.)
+#[test]
+fn no_lock_prefixed_instruction_enters_a_pageset_with_rseq() {
+    if !require("gdb") || !require("objdump") || !rseq_here() {
+        return;
+    }
+    let entering = [
+        "pcpalloc::large::alloc",
+        "pcpalloc::page_alloc::Pages::free_large_many",
+        "pcpalloc::page_alloc::Pages::free",
+    ];
+    let sum = |v: &[(usize, String, u64)], f: &str| -> u64 {
+        v.iter().filter(|(_, g, _)| g == f).map(|x| x.2).sum()
+    };
+    let rseq = locked_executions("rseq-glibc");
+    let getcpu = locked_executions("getcpu");
+    let refill = "pcpalloc::slab::refill::<impl pcpalloc::slab::heap::Owned>::alloc_slow";
+    for f in entering.iter().chain([&refill]) {
+        eprintln!(
+            "{f}: rseq-glibc {}, getcpu {}",
+            sum(&rseq, f),
+            sum(&getcpu, f)
+        );
+    }
+    for f in entering {
+        assert_eq!(
+            sum(&rseq, f),
+            0,
+            "{f} executes lock-prefixed instructions with rseq: {rseq:#?}"
+        );
+        assert!(
+            sum(&getcpu, f) > 0,
+            "{f}: no CAS seen with getcpu either: {getcpu:#?}"
+        );
+    }
 }

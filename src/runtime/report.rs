@@ -116,7 +116,7 @@ pub fn write_report(w: &mut dyn Write) -> fmt::Result {
     sys::program_name(|p| write_lossy(w, p))?;
     w.write_str("\n")?;
     super::settings::write_settings(w, &PAGES.knobs())?;
-    write_pcp_entry(w, &*s, false)?;
+    write_pcp_entry(w, &s, false)?;
     s.write_text(w)
 }
 
@@ -141,7 +141,7 @@ pub fn write_report_json(w: &mut dyn Write) -> fmt::Result {
         Some((hits, served)) => write_ratio(w, hits, served, 4)?,
         None => w.write_str("null")?,
     }
-    write_pcp_entry(w, &*s, true)?;
+    write_pcp_entry(w, &s, true)?;
     w.write_str("},\"settings\":{")?;
     super::settings::write_settings_json(w, &PAGES.knobs())?;
     w.write_str("},\"counters\":{")?;

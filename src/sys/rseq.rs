@@ -33,7 +33,7 @@
 //! the abort handler (`RSEQ_SIG`) and the area's layout follow the kernel's
 //! `include/uapi/linux/rseq.h`.
 
-use core::sync::atomic::{AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
 /// The value a local entry stores into a free lock word.
 pub const LOCAL: usize = 1;
@@ -75,8 +75,6 @@ static ENTRY: AtomicU8 = AtomicU8::new(PcpEntry::Getcpu as u8);
 static AREA_OFF: AtomicIsize = AtomicIsize::new(0);
 /// Offset of the index in the area: `cpu_id` (4) or `mm_cid` (24).
 static INDEX_OFF: AtomicUsize = AtomicUsize::new(CPU_ID_OFF);
-/// Threads that registered their own area (rseq-own).
-static OWN_REGISTERED: AtomicU64 = AtomicU64::new(0);
 
 const CPU_ID_OFF: usize = 4;
 const MM_CID_OFF: usize = 24;
@@ -113,12 +111,6 @@ pub fn live() -> bool {
 /// Whether the index is `mm_cid` (else the CPU number).
 pub fn index_is_mm_cid() -> bool {
     INDEX_OFF.load(Relaxed) == MM_CID_OFF
-}
-
-/// Threads that registered their own area so far.
-#[allow(dead_code)]
-pub fn own_registrations() -> u64 {
-    OWN_REGISTERED.load(Relaxed)
 }
 
 /// Chooses the entry once per process (at init): what `want` asks for if
@@ -443,9 +435,6 @@ mod imp {
             UNTRIED => {
                 let ok = rseq_syscall(0);
                 set_state(if ok { REGISTERED } else { GONE });
-                if ok {
-                    OWN_REGISTERED.fetch_add(1, Relaxed);
-                }
                 ok
             }
             s => s == REGISTERED,
