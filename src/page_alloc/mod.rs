@@ -187,7 +187,20 @@ impl<'a> Pages<'a> {
             class,
             || self.alloc.knobs(),
             // A thread's own pageset is not a CPU's: it takes from none.
-            |class, more, extra| self.alloc.pagesets.steal_large(ps, class, more, extra),
+            |g, class, more, extra| {
+                let pool = &self.alloc.pagesets;
+                if !pool.steals_unlocked() {
+                    let (p, c) = pool.steal_large(ps, class, more, extra);
+                    return (g, p, c);
+                }
+                drop(g);
+                let (p, c) = pool.steal_large(ps, class, more, extra);
+                let g = match pool.enter_cpu() {
+                    (_, Some(g)) => g,
+                    (_, None) => ps.lock(),
+                };
+                (g, p, c)
+            },
         );
         if p.is_null() {
             return self.alloc_large_slow(class);
