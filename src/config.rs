@@ -35,6 +35,19 @@ pub enum Pagesets {
     PerThread,
 }
 
+/// How a thread enters its CPU's pageset (`PCPALLOC_PCP_ENTRY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PcpEntry {
+    /// The first of the others that works (the default).
+    Auto,
+    /// A restartable sequence on glibc's rseq area.
+    RseqGlibc,
+    /// A restartable sequence on an rseq area of pcpalloc's own.
+    RseqOwn,
+    /// `sched_getcpu` and a try-lock.
+    Getcpu,
+}
+
 /// Which of the kernel's pageset heuristics run (`PCPALLOC_HEURISTICS`):
 /// the nine patches of Huang Ying's PCP auto-tuning series ("mm: PCP high
 /// auto-tuning", merged in Linux 6.7).
@@ -188,6 +201,17 @@ impl Config {
             Pagesets::PerThread => "thread",
         };
         set!(self, "PCPALLOC_PCP", ConfigValue::Text(v))
+    }
+
+    /// `PCPALLOC_PCP_ENTRY`: how a thread enters its CPU's pageset.
+    pub const fn pcp_entry(mut self, e: PcpEntry) -> Config {
+        let v = match e {
+            PcpEntry::Auto => "auto",
+            PcpEntry::RseqGlibc => "rseq-glibc",
+            PcpEntry::RseqOwn => "rseq-own",
+            PcpEntry::Getcpu => "getcpu",
+        };
+        set!(self, "PCPALLOC_PCP_ENTRY", ConfigValue::Text(v))
     }
 
     /// `PCPALLOC_BATCH_SCALE_MAX` (0..=6): the largest batch scale factor,

@@ -100,7 +100,7 @@ mod util;
 
 pub use config::{
     Config, FreeCount, FreeHighThreshold, Grouping, Heuristics, HugePages, PageStealing, Pagesets,
-    StatsAtExit,
+    PcpEntry, StatsAtExit,
 };
 pub use global::PcpAlloc;
 pub use runtime::control::{SetError, SetErrorKind};

@@ -187,6 +187,15 @@ pub struct Stats {
     pub pcp_count: u64,
     /// Pageset lock busy events, all pagesets.
     pub pcp_lock_busy: u64,
+    /// How threads enter their CPU's pageset (`pcp_entry`): 0 getcpu,
+    /// 1 rseq on glibc's area, 2 rseq on pcpalloc's own.
+    pub pcp_entry: u32,
+    /// The rseq entry's pageset index is the thread's mm_cid (`pcp_index
+    /// mm_cid`), else its CPU number.
+    pub pcp_index_mm_cid: bool,
+    /// Critical sections entering a pageset that the kernel aborted, all
+    /// pagesets.
+    pub pcp_rseq_aborts: u64,
     /// Pagesets in existence.
     pub nr_pagesets: usize,
     /// The first pagesets that have seen any traffic.
@@ -315,6 +324,9 @@ impl Stats {
             pcp_total: PcpCounters::default(),
             pcp_count: 0,
             pcp_lock_busy: 0,
+            pcp_entry: 0,
+            pcp_index_mm_cid: false,
+            pcp_rseq_aborts: 0,
             nr_pagesets: 0,
             pagesets: [PagesetStats::default(); MAX_REPORTED_PAGESETS],
             nr_reported: 0,
@@ -354,11 +366,15 @@ impl Stats {
         self.pcp_total = PcpCounters::default();
         self.pcp_count = 0;
         self.pcp_lock_busy = 0;
+        self.pcp_entry = crate::sys::rseq::entry() as u32;
+        self.pcp_index_mm_cid = crate::sys::rseq::index_is_mm_cid();
+        self.pcp_rseq_aborts = 0;
         self.nr_pagesets = 0;
         let mut n = 0;
         parts.pages.pagesets.for_each(|ps| {
             let (st, c) = ps.snapshot();
             let busy = ps.lock_busy.load(Relaxed);
+            self.pcp_rseq_aborts += ps.rseq_aborts.load(Relaxed);
             self.nr_pagesets += 1;
             let t = &mut self.pcp_total;
             t.alloc_zone += c.alloc_zone;
@@ -599,6 +615,7 @@ impl Stats {
             "pcp_large_measured" => t.large_measured,
             "pcp_large_released_pages" => t.large_released_pages,
             "pcp_lock_busy" => self.pcp_lock_busy,
+            "pcp_rseq_aborts" => self.pcp_rseq_aborts,
             "nr_pagesets" => self.nr_pagesets,
         }
         for (i, p) in self.pagesets[..self.nr_reported].iter().enumerate() {

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use pcpalloc::{
     Config, FreeCount, FreeHighThreshold, Grouping, Heuristics, HugePages, PageStealing, Pagesets,
-    PcpAlloc, StatsAtExit,
+    PcpAlloc, PcpEntry, StatsAtExit,
 };
 
 const STATS_FILE: &str = "/tmp/pcpalloc-config-every-setting.%p.json";
@@ -19,6 +19,7 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
     Config::new()
         .memory_limit(3 << 30)
         .pagesets(Pagesets::PerThread)
+        .pcp_entry(PcpEntry::Getcpu)
         .batch_scale_max(3)
         .high_fraction(16)
         .heuristics(Heuristics::upto(7))
@@ -39,9 +40,10 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
 );
 
 /// What the report says of every setting, with the config above.
-const EXPECTED: [(&str, &str); 19] = [
+const EXPECTED: [(&str, &str); 20] = [
     ("PCPALLOC_MEMORY_LIMIT", "3221225472"),
     ("PCPALLOC_PCP", "thread"),
+    ("PCPALLOC_PCP_ENTRY", "getcpu"),
     ("PCPALLOC_BATCH_SCALE_MAX", "3"),
     ("PCPALLOC_HIGH_FRACTION", "16"),
     (

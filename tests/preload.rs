@@ -474,6 +474,15 @@ fn json_report_at_exit_is_one_object_per_process() {
         let settings = j["settings"].as_object().unwrap();
         assert_eq!(settings["PCPALLOC_STATS"], "json");
         assert_eq!(settings["PCPALLOC_PCP"], "cpu");
+        // How the pagesets are entered: words, beside the summary's numbers.
+        assert_eq!(
+            summary["pcp_entry"].as_str(),
+            lines.get("pcp_entry").map(|s| s.as_str())
+        );
+        assert_eq!(
+            summary["pcp_index"].as_str(),
+            lines.get("pcp_index").map(|s| s.as_str())
+        );
         assert_eq!(
             settings.len(),
             lines.keys().filter(|k| k.starts_with("PCPALLOC_")).count()
@@ -492,7 +501,14 @@ fn json_report_at_exit_is_one_object_per_process() {
         }
         for name in lines.keys() {
             let counter = !name.starts_with("PCPALLOC_")
-                && !["pcpalloc_version", "pid", "program"].contains(&name.as_str())
+                && ![
+                    "pcpalloc_version",
+                    "pid",
+                    "program",
+                    "pcp_entry",
+                    "pcp_index",
+                ]
+                .contains(&name.as_str())
                 && !name.starts_with("pageset");
             if counter {
                 assert!(counters.contains_key(name), "{name} missing from JSON");

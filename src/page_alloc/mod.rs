@@ -29,8 +29,8 @@ use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::geometry::{MAX_PAGE_ORDER, PAGE_ALLOC_COSTLY_ORDER, PAGE_SHIFT};
 use crate::page::{MigrateType, Page};
-use crate::sys;
 use knobs::Knobs;
+use pcp::pageset::PagesetGuard;
 use pcp::{Pageset, PagesetPool};
 use zone::{Grow, Zone};
 
@@ -127,14 +127,16 @@ impl<'a> Pages<'a> {
         &self.alloc.zone
     }
 
-    #[inline]
-    fn pageset(&self) -> &'a Pageset {
+    /// The caller's pageset, entered if its lock is free (None: busy).
+    #[inline(always)]
+    fn enter(&self) -> (&'a Pageset, Option<PagesetGuard<'a>>) {
         if self.pageset.is_null() {
-            self.alloc.pagesets.cpu_pageset(sys::current_cpu())
+            self.alloc.pagesets.enter_cpu()
         } else {
             // SAFETY: pagesets live as long as their pool (forever for the
             // runtime's, the test's lifetime otherwise).
-            unsafe { &*self.pageset }
+            let ps = unsafe { &*self.pageset };
+            (ps, ps.enter(self.owner))
         }
     }
 
@@ -146,8 +148,8 @@ impl<'a> Pages<'a> {
         debug_assert!(order <= MAX_PAGE_ORDER);
         let zone = self.zone();
         let p = if order <= PAGE_ALLOC_COSTLY_ORDER {
-            self.pageset()
-                .alloc(zone, order, mt, &self.alloc.knobs(), self.owner)
+            let (ps, entered) = self.enter();
+            ps.alloc_entered(entered, zone, order, mt, &self.alloc.knobs())
         } else {
             zone.alloc(order, mt)
         };
@@ -185,14 +187,27 @@ impl<'a> Pages<'a> {
     /// when out of memory; and the block's class.
     #[inline]
     pub fn alloc_large(&self, class: usize) -> (*mut Page, usize) {
-        let ps = self.pageset();
-        let (p, c) = ps.alloc_large_or_steal(
+        let (ps, entered) = self.enter();
+        let (p, c) = ps.alloc_large_entered(
+            entered,
             self.zone(),
             class,
             || self.alloc.knobs(),
-            self.owner,
             // A thread's own pageset is not a CPU's: it takes from none.
-            |class, more, extra| self.alloc.pagesets.steal_large(ps, class, more, extra),
+            |g, class, more, extra| {
+                let pool = &self.alloc.pagesets;
+                if !pool.steals_unlocked() {
+                    let (p, c) = pool.steal_large(ps, class, more, extra);
+                    return (g, p, c);
+                }
+                drop(g);
+                let (p, c) = pool.steal_large(ps, class, more, extra);
+                let g = match pool.enter_cpu() {
+                    (_, Some(g)) => g,
+                    (_, None) => ps.lock(),
+                };
+                (g, p, c)
+            },
         );
         if p.is_null() {
             return self.alloc_large_slow(class);
@@ -265,8 +280,8 @@ impl<'a> Pages<'a> {
         let zone = self.zone();
         // SAFETY: forwarded contract.
         let to_zone = unsafe {
-            self.pageset()
-                .free_large(zone, heads, class, || self.alloc.knobs(), self.owner)
+            let (ps, entered) = self.enter();
+            ps.free_large_entered(entered, zone, heads, class, || self.alloc.knobs())
         };
         if to_zone {
             zone.balance_dirty();
@@ -307,8 +322,8 @@ impl<'a> Pages<'a> {
         let to_zone = if order <= PAGE_ALLOC_COSTLY_ORDER {
             // SAFETY: forwarded contract.
             unsafe {
-                self.pageset()
-                    .free(zone, head, order, &self.alloc.knobs(), self.owner)
+                let (ps, entered) = self.enter();
+                ps.free_entered(entered, zone, head, order, &self.alloc.knobs())
             }
         } else {
             // SAFETY: forwarded contract.

@@ -214,6 +214,7 @@ extern "C" fn child() {
     tick::after_fork_child();
     // The registration is the process's (its mm's): the child asks again.
     sync::membarrier_init();
+    crate::sys::rseq::after_fork_child();
     // The large bins of the threads that did not come along, when nobody
     // was in them at the fork, go back to the pages.
     // SAFETY: the child's only thread, every lock released above.

@@ -188,6 +188,11 @@ fn init() -> bool {
     // Thread pagesets and every heap's large bins are entered by their
     // owner with plain stores when the process can ask for a membarrier.
     crate::sync::membarrier_init();
+    // The CPU pagesets' way in, once for the process (`sys/rseq.rs`).
+    let entry = sys::rseq::select(SETTINGS.pcp_entry(), super::valgrind::on());
+    if entry != sys::rseq::PcpEntry::Getcpu {
+        PAGES.pagesets.enable_rseq();
+    }
     true
 }
 

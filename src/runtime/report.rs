@@ -116,6 +116,7 @@ pub fn write_report(w: &mut dyn Write) -> fmt::Result {
     sys::program_name(|p| write_lossy(w, p))?;
     w.write_str("\n")?;
     crate::settings::write_settings(w, &PAGES.knobs())?;
+    write_pcp_entry(w, &s, false)?;
     s.write_text(w)
 }
 
@@ -140,11 +141,32 @@ pub fn write_report_json(w: &mut dyn Write) -> fmt::Result {
         Some((hits, served)) => write_ratio(w, hits, served, 4)?,
         None => w.write_str("null")?,
     }
+    write_pcp_entry(w, &s, true)?;
     w.write_str("},\"settings\":{")?;
     crate::settings::write_settings_json(w, &PAGES.knobs())?;
     w.write_str("},\"counters\":{")?;
     s.write_json_members(w)?;
     w.write_str("}}\n")
+}
+
+/// How threads enter their CPU's pageset, and by which index: `pcp_entry
+/// rseq-glibc` and `pcp_index cpu` lines (or JSON members of the summary).
+fn write_pcp_entry(w: &mut dyn Write, s: &Stats, json: bool) -> fmt::Result {
+    let entry = match s.pcp_entry {
+        1 => "rseq-glibc",
+        2 => "rseq-own",
+        _ => "getcpu",
+    };
+    let index = match (s.pcp_entry, s.pcp_index_mm_cid) {
+        (0, _) => "cpu",
+        (_, true) => "mm_cid",
+        _ => "cpu",
+    };
+    if json {
+        write!(w, ",\"pcp_entry\":\"{entry}\",\"pcp_index\":\"{index}\"")
+    } else {
+        writeln!(w, "pcp_entry {entry}\npcp_index {index}")
+    }
 }
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");

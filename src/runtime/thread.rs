@@ -136,6 +136,9 @@ fn thread_exit(h: *mut Heap) {
         o.reset_tuning();
         tls::set_heap(core::ptr::addr_of!(crate::heap::heap::EMPTY_HEAP) as *mut Heap);
         tls::set_exited();
+        // An rseq area of our own is unregistered: the kernel writes no
+        // more into TLS the thread is about to give up.
+        crate::sys::rseq::thread_exit();
         HEAPS.abandon(h);
         tick::after_thread_exit();
         crate::sys::set_errno(saved);

@@ -8,6 +8,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 use crate::page_alloc::knobs::Knobs;
 use crate::page_alloc::zone::{ThpPolicy, DEFAULT_DIRTY_RATIO};
+use crate::sys::rseq::{PcpEntry, WantEntry};
 
 /// Where pagesets live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +52,9 @@ pub struct Settings {
     pub memory_limit: AtomicUsize,
     /// PcpMode as u32.
     pub pcp_mode: AtomicU32,
+    /// How the CPU pagesets are entered (`PCPALLOC_PCP_ENTRY`): 0 auto,
+    /// else `rseq::PcpEntry` + 1.
+    pub pcp_entry: AtomicU32,
     /// Manual high fraction (0 = auto-tune).
     pub high_fraction: AtomicUsize,
     /// Maintenance tick in ms.
@@ -87,6 +91,7 @@ pub struct Settings {
 pub static SETTINGS: Settings = Settings {
     memory_limit: AtomicUsize::new(0),
     pcp_mode: AtomicU32::new(PcpMode::Cpu as u32),
+    pcp_entry: AtomicU32::new(0),
     high_fraction: AtomicUsize::new(0),
     decay_ms: AtomicU32::new(DEFAULT_DECAY_MS),
     dirty_ratio: AtomicUsize::new(DEFAULT_DIRTY_RATIO),
@@ -103,6 +108,16 @@ pub static SETTINGS: Settings = Settings {
 };
 
 impl Settings {
+    /// How the CPU pagesets are to be entered (`PCPALLOC_PCP_ENTRY`).
+    pub fn pcp_entry(&self) -> WantEntry {
+        match self.pcp_entry.load(Relaxed) {
+            1 => WantEntry::Only(PcpEntry::Getcpu),
+            2 => WantEntry::Only(PcpEntry::RseqGlibc),
+            3 => WantEntry::Only(PcpEntry::RseqOwn),
+            _ => WantEntry::Auto,
+        }
+    }
+
     /// Where pagesets live.
     #[inline]
     pub fn pcp_mode(&self) -> PcpMode {
@@ -184,7 +199,7 @@ pub struct Tunable {
 }
 
 /// How many settings there are.
-pub const NR_TUNABLES: usize = 19;
+pub const NR_TUNABLES: usize = 20;
 
 pub(super) fn show_bool(w: &mut dyn Write, cell: &AtomicBool) -> fmt::Result {
     w.write_str(if cell.load(Relaxed) { "1" } else { "0" })

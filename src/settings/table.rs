@@ -10,6 +10,7 @@ use crate::page_alloc::knobs::{
     parse_heuristics, write_heuristics, FreeCountMode, FreeHighThreshold, MAX_BATCH_SCALE_MAX,
 };
 use crate::page_alloc::zone::ThpPolicy;
+use crate::sys::rseq::WantEntry;
 use crate::util::{parse_size, parse_u64};
 
 pub(super) const TABLE: [Tunable; NR_TUNABLES] = [
@@ -43,7 +44,7 @@ pub(super) const TABLE: [Tunable; NR_TUNABLES] = [
         at_run_time: AtRunTime::Never,
         values: "cpu | thread",
         default: "cpu",
-        doc: "Pagesets per CPU (chosen by sched_getcpu) or per thread.",
+        doc: "Pagesets per CPU (entered as PCPALLOC_PCP_ENTRY says) or per thread.",
         apply: |v| {
             let m = match v {
                 b"cpu" => PcpMode::Cpu,
@@ -54,6 +55,29 @@ pub(super) const TABLE: [Tunable; NR_TUNABLES] = [
             Ok(())
         },
         show: |w, _| w.write_str(match SETTINGS.pcp_mode() { PcpMode::Cpu => "cpu", PcpMode::Thread => "thread" }),
+    },
+    Tunable {
+        name: "PCPALLOC_PCP_ENTRY",
+        config: "pcp_entry",
+        at_run_time: AtRunTime::Never,
+        values: "auto | rseq-glibc | rseq-own | getcpu",
+        default: "auto",
+        doc: "How a thread enters its CPU's pageset: a restartable sequence on glibc's rseq area or on one of its own (no atomic instruction), or sched_getcpu and a try-lock; auto takes the first that works (getcpu under valgrind). The report's pcp_entry says which is live.",
+        apply: |v| {
+            let e = match v {
+                b"auto" => 0,
+                b"getcpu" => 1,
+                b"rseq-glibc" => 2,
+                b"rseq-own" => 3,
+                _ => return Err("not auto, rseq-glibc, rseq-own or getcpu"),
+            };
+            SETTINGS.pcp_entry.store(e, Relaxed);
+            Ok(())
+        },
+        show: |w, _| w.write_str(match SETTINGS.pcp_entry() {
+            WantEntry::Auto => "auto",
+            WantEntry::Only(e) => e.name(),
+        }),
     },
     Tunable {
         name: "PCPALLOC_BATCH_SCALE_MAX",

@@ -15,6 +15,8 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 
 use crate::sys;
 
+pub mod cpu_lock;
+
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
 const LOCKED_WAITERS: u32 = 2;

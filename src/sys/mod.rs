@@ -16,6 +16,7 @@ mod linux;
 mod machine;
 mod memcg;
 mod resident;
+pub mod rseq;
 pub mod valgrind;
 
 #[cfg(feature = "internals")]

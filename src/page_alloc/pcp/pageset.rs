@@ -20,7 +20,8 @@ use crate::page::{
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::Zone;
 use crate::section::{self, page_addr};
-use crate::sync::{BiasedLock, Entry};
+use crate::sync::cpu_lock::CpuLock;
+use crate::sync::{bump, BiasedLock, Entry};
 
 use super::class_lists::LargeLists;
 use super::tune::{self, PcpState, PCPF_FREE_HIGH_BATCH};
@@ -105,11 +106,19 @@ pub struct PagesetInner {
 /// `pindex_to_order(pindex)` whose `migratetype` is the list's.
 #[repr(C, align(64))]
 pub struct Pageset {
+    /// The lock of a shared (per-CPU) pageset: its own CPU's threads take
+    /// it with a restartable sequence where the process has one
+    /// (`sys/rseq.rs`), anyone else with an atomic swap.
+    cpu_lock: CpuLock,
+    /// The lock of a thread's own pageset (`biased`).
     lock: BiasedLock,
     /// A thread's own pageset: its owner enters without atomics.
     biased: core::sync::atomic::AtomicBool,
     /// Times the lock was busy and the operation went to the zone.
     pub lock_busy: AtomicU64,
+    /// Times a critical section entering this pageset was aborted by the
+    /// kernel (preemption, migration, signal, a remote taker's fence).
+    pub rseq_aborts: AtomicU64,
     /// Next pageset in the pool's list of all pagesets.
     pub(crate) next_all: AtomicPtr<Pageset>,
     /// Next pageset on the pool's free list (thread mode).
@@ -121,16 +130,28 @@ pub struct Pageset {
     inner: UnsafeCell<PagesetInner>,
 }
 
-// SAFETY: `inner` is only touched with `lock` held.
+// SAFETY: `inner` is only touched with the lock held (`cpu_lock`, or
+// `lock` when biased).
 unsafe impl Sync for Pageset {}
 // SAFETY: as above.
 unsafe impl Send for Pageset {}
 
+/// How a [`PagesetGuard`] holds its pageset.
+#[derive(Clone, Copy)]
+enum Held {
+    /// A thread pageset's owner, entered this way.
+    Owner(Entry),
+    /// A thread pageset, through its lock.
+    Remote,
+    /// A shared pageset, through `cpu_lock` (from anywhere, or by a local
+    /// critical section).
+    Cpu,
+}
+
 /// Guard for a held pageset lock.
 pub struct PagesetGuard<'a> {
     ps: &'a Pageset,
-    /// Some: entered by the owner this way; None: through the lock.
-    owner: Option<Entry>,
+    how: Held,
 }
 
 impl core::ops::Deref for PagesetGuard<'_> {
@@ -162,9 +183,10 @@ impl Drop for PagesetGuard<'_> {
         }
         // SAFETY: the guard holds the lock the way it records.
         unsafe {
-            match self.owner {
-                Some(e) => self.ps.lock.owner_exit(e),
-                None => self.ps.lock.remote_unlock(),
+            match self.how {
+                Held::Owner(e) => self.ps.lock.owner_exit(e),
+                Held::Remote => self.ps.lock.remote_unlock(),
+                Held::Cpu => self.ps.cpu_lock.unlock(),
             }
         }
     }
@@ -174,9 +196,11 @@ impl Pageset {
     /// An empty pageset.
     pub const fn new() -> Pageset {
         Pageset {
+            cpu_lock: CpuLock::new(),
             lock: BiasedLock::new(),
             biased: core::sync::atomic::AtomicBool::new(false),
             lock_busy: AtomicU64::new(0),
+            rseq_aborts: AtomicU64::new(0),
             next_all: AtomicPtr::new(core::ptr::null_mut()),
             next_free: AtomicPtr::new(core::ptr::null_mut()),
             large_waiting: AtomicUsize::new(0),
@@ -228,34 +252,101 @@ impl Pageset {
         if owner {
             Some(PagesetGuard {
                 ps: self,
-                owner: Some(self.lock.owner_enter()),
+                how: Held::Owner(self.lock.owner_enter()),
             })
-        } else if self.lock.try_lock() {
-            Some(PagesetGuard {
+        } else if self.biased.load(Relaxed) {
+            // `then`, not `then_some`: a guard made eagerly would be
+            // dropped on failure, releasing the holder's lock.
+            self.lock.try_lock().then(|| PagesetGuard {
                 ps: self,
-                owner: None,
+                how: Held::Remote,
             })
         } else {
-            None
+            self.cpu_lock.try_lock().then(|| PagesetGuard {
+                ps: self,
+                how: Held::Cpu,
+            })
         }
+    }
+
+    /// The guard of a shared pageset whose lock word a critical section
+    /// of its own CPU took (`PagesetPool::enter_cpu`), restarted `aborts`
+    /// times on the way.
+    ///
+    /// # Safety
+    /// The calling thread's critical section stored `rseq::LOCAL` into
+    /// this pageset's `cpu_lock` word and nobody released it since.
+    #[inline(always)]
+    pub(super) unsafe fn entered_locally(&self, aborts: u32) -> PagesetGuard<'_> {
+        if aborts != 0 {
+            bump(&self.rseq_aborts, u64::from(aborts));
+        }
+        PagesetGuard {
+            ps: self,
+            how: Held::Cpu,
+        }
+    }
+
+    /// The word a critical section takes (`cpu_lock`'s).
+    #[inline(always)]
+    pub(super) fn cpu_lock_word(&self) -> &core::sync::atomic::AtomicUsize {
+        self.cpu_lock.word()
+    }
+
+    /// Says that the critical sections of `index` enter this (shared)
+    /// pageset: taking it from elsewhere then costs a fence.
+    pub(super) fn set_rseq_index(&self, index: usize) {
+        self.cpu_lock.set_fence(index);
     }
 
     /// Waits for the pageset (maintenance, drain-all, stats, fork, tests).
     pub fn lock(&self) -> PagesetGuard<'_> {
-        self.lock.remote_lock(self.biased.load(Relaxed));
-        PagesetGuard {
-            ps: self,
-            owner: None,
+        if self.biased.load(Relaxed) {
+            self.lock.remote_lock(true);
+            PagesetGuard {
+                ps: self,
+                how: Held::Remote,
+            }
+        } else {
+            self.cpu_lock.lock();
+            PagesetGuard {
+                ps: self,
+                how: Held::Cpu,
+            }
         }
     }
 
-    /// Resets the lock in a forked child.
+    /// Fork's prepare, first step: takes the lock without the fence
+    /// (`CpuLock::lock_unfenced`) for a shared pageset, whole for a
+    /// thread's.
+    pub(super) fn lock_for_fork(&self) {
+        if self.biased.load(Relaxed) {
+            core::mem::forget(self.lock());
+        } else {
+            self.cpu_lock.lock_unfenced();
+        }
+    }
+
+    /// Fork's prepare, after one fence on every CPU: makes sure the lock
+    /// taken by [`lock_for_fork`](Self::lock_for_fork) is ours.
+    pub(super) fn confirm_for_fork(&self) {
+        if !self.biased.load(Relaxed) {
+            self.cpu_lock.confirm();
+        }
+    }
+
+    /// Resets the lock in a forked child, or releases what fork's prepare
+    /// took in the parent.
     ///
     /// # Safety
-    /// Only in the child after fork.
+    /// Only right after fork, the prepare having locked this pageset in
+    /// the calling thread.
     pub unsafe fn force_unlock(&self) {
         // SAFETY: forwarded contract.
-        unsafe { self.lock.force_unlock() }
+        unsafe {
+            self.lock.force_unlock();
+            self.cpu_lock.force_unlock();
+        }
     }
 
     /// Sets or clears PCPF_FREE_HIGH_BATCH (from this CPU's cache slice).
@@ -281,8 +372,22 @@ impl Pageset {
         k: &Knobs,
         owner: bool,
     ) -> *mut Page {
+        self.alloc_entered(self.enter(owner), zone, order, mt, k)
+    }
+
+    /// [`alloc`](Self::alloc) with the way in already tried: `entered` is
+    /// this pageset's guard, or None when its lock was busy.
+    #[inline]
+    pub fn alloc_entered(
+        &self,
+        entered: Option<PagesetGuard<'_>>,
+        zone: &Zone,
+        order: u32,
+        mt: MigrateType,
+        k: &Knobs,
+    ) -> *mut Page {
         debug_assert!(order <= PAGE_ALLOC_COSTLY_ORDER);
-        let Some(mut g) = self.enter(owner) else {
+        let Some(mut g) = entered else {
             self.lock_busy.fetch_add(1, Relaxed);
             return zone.alloc(order, mt);
         };
@@ -330,8 +435,26 @@ impl Pageset {
         k: &Knobs,
         owner: bool,
     ) -> bool {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_entered(self.enter(owner), zone, head, order, k) }
+    }
+
+    /// [`free`](Self::free) with the way in already tried: `entered` is
+    /// this pageset's guard, or None when its lock was busy.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    #[inline]
+    pub unsafe fn free_entered(
+        &self,
+        entered: Option<PagesetGuard<'_>>,
+        zone: &Zone,
+        head: *mut Page,
+        order: u32,
+        k: &Knobs,
+    ) -> bool {
         debug_assert!(order <= PAGE_ALLOC_COSTLY_ORDER);
-        let Some(mut g) = self.enter(owner) else {
+        let Some(mut g) = entered else {
             self.lock_busy.fetch_add(1, Relaxed);
             // SAFETY: forwarded contract.
             unsafe { zone.free(head, order) };

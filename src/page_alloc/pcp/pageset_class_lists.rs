@@ -55,7 +55,39 @@ impl Pageset {
         owner: bool,
         steal: impl FnOnce(usize, usize, &mut PageList) -> (*mut Page, usize),
     ) -> (*mut Page, usize) {
-        let Some(mut g) = self.enter(owner) else {
+        self.alloc_large_entered(
+            self.enter(owner),
+            zone,
+            class,
+            knobs,
+            |g, c, more, extra| {
+                let (p, c) = steal(c, more, extra);
+                (g, p, c)
+            },
+        )
+    }
+
+    /// [`alloc_large_or_steal`](Self::alloc_large_or_steal) with the way
+    /// in already tried: `entered` is this pageset's guard, or None when
+    /// its lock was busy. A miss hands the guard to `steal(guard, class,
+    /// more, extra)`, which gives back the guard the blocks then join (the
+    /// same, or — a steal made with no lock held — the one it entered
+    /// after) with what it stole.
+    #[inline]
+    pub fn alloc_large_entered<'a>(
+        &'a self,
+        entered: Option<PagesetGuard<'a>>,
+        zone: &Zone,
+        class: usize,
+        knobs: impl Fn() -> Knobs,
+        steal: impl FnOnce(
+            PagesetGuard<'a>,
+            usize,
+            usize,
+            &mut PageList,
+        ) -> (PagesetGuard<'a>, *mut Page, usize),
+    ) -> (*mut Page, usize) {
+        let Some(mut g) = entered else {
             return self.alloc_large_busy(zone, class);
         };
         let (p, c) = g.large.take(class, &knobs());
@@ -64,22 +96,27 @@ impl Pageset {
             g.c.pgalloc += class_pages(c) as u64;
             return (p, c);
         }
-        Self::steal_or_refill(&mut g, zone, class, &knobs, steal)
+        Self::steal_or_refill(g, zone, class, &knobs, steal)
     }
 
     /// [`alloc_large_or_steal`](Self::alloc_large_or_steal)'s miss.
     #[cold]
     #[inline(never)]
-    fn steal_or_refill(
-        g: &mut PagesetGuard<'_>,
+    fn steal_or_refill<'a>(
+        g: PagesetGuard<'a>,
         zone: &Zone,
         class: usize,
         knobs: &impl Fn() -> Knobs,
-        steal: impl FnOnce(usize, usize, &mut PageList) -> (*mut Page, usize),
+        steal: impl FnOnce(
+            PagesetGuard<'a>,
+            usize,
+            usize,
+            &mut PageList,
+        ) -> (PagesetGuard<'a>, *mut Page, usize),
     ) -> (*mut Page, usize) {
         let more = g.large.steal_more(class, zone.pcp_params().batch as usize);
         let mut extra = PageList::new();
-        let (p, c) = steal(class, more, &mut extra);
+        let (mut g, p, c) = steal(g, class, more, &mut extra);
         if !p.is_null() {
             g.large.c.steals += 1;
             g.c.pgalloc += class_pages(c) as u64;
@@ -89,7 +126,7 @@ impl Pageset {
             return (p, c);
         }
         debug_assert!(extra.is_empty());
-        Self::refill_large(g, zone, class, &knobs())
+        Self::refill_large(&mut g, zone, class, &knobs())
     }
 
     /// A block of `class`, or of a class up to two larger, from this
@@ -161,12 +198,30 @@ impl Pageset {
         knobs: impl Fn() -> Knobs,
         owner: bool,
     ) -> bool {
+        // SAFETY: forwarded contract.
+        unsafe { self.free_large_entered(self.enter(owner), zone, heads, class, knobs) }
+    }
+
+    /// [`free_large`](Self::free_large) with the way in already tried:
+    /// `entered` is this pageset's guard, or None when its lock was busy.
+    ///
+    /// # Safety
+    /// As [`free_large`](Self::free_large).
+    #[inline]
+    pub unsafe fn free_large_entered(
+        &self,
+        entered: Option<PagesetGuard<'_>>,
+        zone: &Zone,
+        heads: &[*mut Page],
+        class: usize,
+        knobs: impl Fn() -> Knobs,
+    ) -> bool {
         for &head in heads {
             // SAFETY: the caller owns the block (contract); what it holds
             // is not known yet.
             unsafe { (*head.cast::<LargeBlock>()).resident = NOT_MEASURED };
         }
-        let Some(mut g) = self.enter(owner) else {
+        let Some(mut g) = entered else {
             // SAFETY: forwarded contract.
             unsafe { self.free_large_busy(zone, heads, class) };
             return true;
