@@ -251,7 +251,7 @@ fn no_lock_prefixed_instruction_enters_a_pageset_with_rseq() {
     };
     let rseq = locked_executions("rseq-glibc");
     let getcpu = locked_executions("getcpu");
-    let refill = "pcpalloc::slab::refill::<impl pcpalloc::slab::heap::Owned>::alloc_slow";
+    let refill = "pcpalloc::heap::refill::<impl pcpalloc::heap::heap::Owned>::alloc_slow";
     for f in entering.iter().chain([&refill]) {
         eprintln!(
             "{f}: rseq-glibc {}, getcpu {}",

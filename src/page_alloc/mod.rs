@@ -315,8 +315,10 @@ impl<'a> Pages<'a> {
     /// # Safety
     /// `head` heads a block of this allocator's zone of `order` that the
     /// caller owns and no longer uses; its kind is `None`, as are its other
-    /// descriptors.
-    #[inline]
+    /// descriptors. Out of line: the order lists' way in on the free side
+    /// is one function (a slab's give-back, a page block's free), which the
+    /// rseq test finds by name (`tests/rseq.rs`).
+    #[inline(never)]
     pub unsafe fn free(&self, head: *mut Page, order: u32) {
         let zone = self.zone();
         let to_zone = if order <= PAGE_ALLOC_COSTLY_ORDER {
