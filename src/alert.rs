@@ -10,7 +10,7 @@ use crate::util::buf::FixedBuf;
 /// Reports `what` (e.g. "free(): invalid pointer") at `addr` and aborts.
 #[cold]
 #[inline(never)]
-pub fn fatal(what: &str, addr: *const u8) -> ! {
+pub(crate) fn fatal(what: &str, addr: *const u8) -> ! {
     let mut line = FixedBuf::<160>::new();
     let _ = writeln!(line, "pcpalloc: {what} {addr:p}");
     sys::write_stderr(line.as_bytes());
@@ -20,7 +20,7 @@ pub fn fatal(what: &str, addr: *const u8) -> ! {
 
 /// One warning line on stderr (no abort).
 #[cold]
-pub fn warn(msg: &str) {
+pub(crate) fn warn(msg: &str) {
     let mut line = FixedBuf::<256>::new();
     let _ = writeln!(line, "pcpalloc: {msg}");
     sys::write_stderr(line.as_bytes());

@@ -35,10 +35,10 @@ const OFFLINE_PER_TICK: usize = 64;
 /// MiB (about 1 ms; up to 7 when the kernel must compact memory for the
 /// huge page) and holds the process's mmap lock, stalling every thread's
 /// page faults meanwhile.
-pub const COLLAPSE_PER_TICK: usize = 32;
+pub(crate) const COLLAPSE_PER_TICK: usize = 32;
 /// Most ranges one tick run inline — on a program's thread, inside one of
 /// its malloc or free calls — collapses: the call pays for it.
-pub const COLLAPSE_PER_INLINE_TICK: usize = 1;
+pub(crate) const COLLAPSE_PER_INLINE_TICK: usize = 1;
 
 /// What to do besides the pagesets' own tick.
 #[derive(Clone, Copy, Debug)]
@@ -101,7 +101,7 @@ pub fn tick(
 /// faulted in before huge pages were asked for, or a range of a huge block
 /// faulted in before it showed dense use. One range a call: about 1 ms
 /// (up to 7 when the kernel compacts memory for the huge page).
-pub fn between_ticks(pages: &PageAllocator, huge: &HugeBlocks) {
+pub(crate) fn between_ticks(pages: &PageAllocator, huge: &HugeBlocks) {
     huge.thp_look_if_due();
     let zone = &pages.zone;
     zone.credit_collapses(pages.managed_bytes() + huge.bytes());

@@ -17,7 +17,7 @@ static ARENA: Locked<Arena> = Locked::new(Arena { cur: 0, end: 0 });
 
 /// Returns `size` zeroed bytes aligned to `align` (a power of two ≤ 4096),
 /// or null if the OS refuses memory.
-pub fn alloc(size: usize, align: usize) -> *mut u8 {
+pub(crate) fn alloc(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two() && align <= 4096);
     let mut a = ARENA.lock();
     let mut start = (a.cur + align - 1) & !(align - 1);
@@ -35,7 +35,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 }
 
 /// Takes the arena lock before fork.
-pub fn lock_for_fork() {
+pub(crate) fn lock_for_fork() {
     ARENA.lock.lock();
 }
 
@@ -43,7 +43,7 @@ pub fn lock_for_fork() {
 ///
 /// # Safety
 /// Only right after fork, having called `lock_for_fork` in this thread.
-pub unsafe fn unlock_after_fork(child: bool) {
+pub(crate) unsafe fn unlock_after_fork(child: bool) {
     // SAFETY: held since lock_for_fork in this thread.
     unsafe {
         if child {

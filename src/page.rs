@@ -114,7 +114,7 @@ pub enum MigrateType {
 }
 
 /// Number of migratetypes.
-pub const MIGRATE_TYPES: usize = 3;
+pub(crate) const MIGRATE_TYPES: usize = 3;
 
 impl MigrateType {
     /// All migratetypes, in index order.
@@ -190,7 +190,7 @@ pub struct Page {
 const _: () = assert!(core::mem::size_of::<Page>() == PAGE_DESC_SIZE);
 
 /// Where a slab's descriptors keep `reserved` ([`Page::object_bound`]).
-pub const OBJECT_BOUND_OFFSET: usize = PAGE_DESC_SIZE - 4;
+pub(crate) const OBJECT_BOUND_OFFSET: usize = PAGE_DESC_SIZE - 4;
 
 // SAFETY: a Page is only reached through raw pointers whose use follows the
 // ownership rules in the module docs; the cross-thread fields are atomics.
@@ -294,7 +294,7 @@ pub struct LargeBlock {
 
 /// [`LargeBlock::resident`] of a cached block not measured since it was
 /// freed.
-pub const NOT_MEASURED: u16 = u16::MAX;
+pub(crate) const NOT_MEASURED: u16 = u16::MAX;
 
 const _: () = {
     use core::mem::{offset_of, size_of};
@@ -605,12 +605,12 @@ impl<T: Linked> Default for PageList<T> {
 /// The pcp list index of (migratetype, order): the kernel's
 /// `order_to_pindex`, one list per pair for orders 0..=COSTLY_ORDER.
 #[inline]
-pub const fn order_to_pindex(mt: MigrateType, order: u32) -> usize {
+pub(crate) const fn order_to_pindex(mt: MigrateType, order: u32) -> usize {
     mt as usize * NR_PCP_ORDERS + order as usize
 }
 
 /// The order of pcp list `pindex` (`pindex_to_order`).
 #[inline]
-pub const fn pindex_to_order(pindex: usize) -> u32 {
+pub(crate) const fn pindex_to_order(pindex: usize) -> u32 {
     (pindex % NR_PCP_ORDERS) as u32
 }

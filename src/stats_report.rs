@@ -498,7 +498,8 @@ pub fn contention_percent(wait_ns: u64, cpu_ns: u64) -> f64 {
 
 /// Where [`Stats::write_counters`] sends each counter: its name, then
 /// its value (a number).
-pub type CounterSink<'a> = dyn FnMut(fmt::Arguments<'_>, &dyn fmt::Display) -> fmt::Result + 'a;
+pub(crate) type CounterSink<'a> =
+    dyn FnMut(fmt::Arguments<'_>, &dyn fmt::Display) -> fmt::Result + 'a;
 
 impl Stats {
     /// Writes the counters: one `name value` pair per line.

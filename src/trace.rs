@@ -286,7 +286,7 @@ impl Drop for BufferGuard<'_> {
 }
 
 /// The header of a new trace file for process `pid`.
-pub fn file_header(pid: u32, nr_cpus: usize, start_ns: u64) -> FileHeader {
+pub(crate) fn file_header(pid: u32, nr_cpus: usize, start_ns: u64) -> FileHeader {
     FileHeader {
         magic: MAGIC,
         version: VERSION,

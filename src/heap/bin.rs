@@ -139,11 +139,11 @@ const COUNT_FIELD_OFFSET: usize = if cfg!(target_endian = "little") { 1 } else {
 /// A push, in one add: one unit of room less (adding 2^16 - 1 to a
 /// positive room field carries a one out of it), which carries into the
 /// length field as one object more, and one push more.
-pub const PUSH_CREDITS: u64 = (1 << PUSHES_SHIFT) + FIELD_MASK;
+pub(crate) const PUSH_CREDITS: u64 = (1 << PUSHES_SHIFT) + FIELD_MASK;
 /// A push that gives no credit (the heap profile on): one unit of room
 /// less and one push more (subtracting one from a positive room field
 /// borrows nothing), the length field as it was.
-pub const PUSH_KEEPS_CREDIT: u64 = (1 << PUSHES_SHIFT) - 1;
+pub(crate) const PUSH_KEEPS_CREDIT: u64 = (1 << PUSHES_SHIFT) - 1;
 
 /// The delta every push adds to its bin's `state` word:
 /// [`PUSH_CREDITS`], or [`PUSH_KEEPS_CREDIT`] while the heap profile
@@ -157,7 +157,7 @@ static PUSH_DELTA: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(PUSH
 /// whose credit runs out with objects on it takes the slow path, which
 /// gives it credit again ([`Bins::recredit`]), so either switch is safe
 /// at any time.
-pub fn set_pushes_credit(on: bool) {
+pub(crate) fn set_pushes_credit(on: bool) {
     PUSH_DELTA.store(if on { PUSH_CREDITS } else { PUSH_KEEPS_CREDIT }, Relaxed);
 }
 /// A pop, in one add: one unit of room more and one object less (the
@@ -170,11 +170,11 @@ const _: () = assert!((BIN_MAX as u64) + (MAX_CAPACITY as u64) < COUNT_BIAS);
 
 /// Bytes a bin may hold (its `limit` is this over the object size, within
 /// [`BIN_MIN`, `BIN_MAX`] objects).
-pub const BIN_BYTES: usize = 64 << 10;
+pub(crate) const BIN_BYTES: usize = 64 << 10;
 /// Fewest objects a bin may hold.
-pub const BIN_MIN: u32 = 16;
+pub(crate) const BIN_MIN: u32 = 16;
 /// Most objects a bin may hold.
-pub const BIN_MAX: u32 = 1024;
+pub(crate) const BIN_MAX: u32 = 1024;
 
 const fn build_limits() -> [u32; NR_CLASSES] {
     let mut l = [0u32; NR_CLASSES];
@@ -234,7 +234,7 @@ fn state_of(limit: u32, n: u32, credit: u32, pushes: u64) -> u64 {
 }
 
 /// The limit of each class's bin.
-pub static BIN_LIMIT: [u32; NR_CLASSES] = build_limits();
+pub(crate) static BIN_LIMIT: [u32; NR_CLASSES] = build_limits();
 
 impl Bins {
     /// Empty bins that hold up to `limits` objects.

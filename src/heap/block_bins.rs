@@ -71,19 +71,19 @@ pub const BINS_HIGH_MIN: usize = 64;
 pub const BINS_HIGH_MAX: usize = 1024;
 /// A request may take a binned block up to this many classes larger
 /// (under a half more), as from the pageset's lists.
-pub const STEP_UP: usize = 2;
+pub(crate) const STEP_UP: usize = 2;
 /// The bins' batch, in pages: the smallest block they see (malloc's
 /// page-granular blocks start at 8 KiB; a bin moves a block at a time).
 /// The free_high thresholds `batch` and `5batch` count it, and a free_high
 /// spill cuts `high` by `BIN_BATCH << BATCH_SCALE_MAX` (64 pages by
 /// default), not under BINS_HIGH_MIN.
-pub const BIN_BATCH: usize = 2;
+pub(crate) const BIN_BATCH: usize = 2;
 const _: () = assert!(BIN_BATCH << DEFAULT_BATCH_SCALE_MAX == 64);
 /// A free_high spill keeps this many pages (16): a thread that only frees
 /// has no use for more, the threads that allocate what it frees do.
 const FREE_HIGH_KEEP: usize = BINS_HIGH_MIN / 4;
 /// The bins' bounds and units for the tuner.
-pub const BINS_PARAMS: TunerParams = TunerParams {
+pub(crate) const BINS_PARAMS: TunerParams = TunerParams {
     batch: BIN_BATCH as i32,
     high_min: BINS_HIGH_MIN as i32,
     high_max: BINS_HIGH_MAX as i32,
@@ -99,7 +99,7 @@ pub const BINS_PARAMS: TunerParams = TunerParams {
 /// the work inside to finish (each holds one such lock and may wait for
 /// the heap's owner to leave its slow path, or for a pageset's or the
 /// zone's lock, which fork takes after this).
-pub static FORK_GATE: ForkGate = ForkGate::new();
+pub(crate) static FORK_GATE: ForkGate = ForkGate::new();
 
 /// Counters of a heap's large bins, written under the bins' lock with a
 /// load and a store (no read-modify-write), read racily by the report.

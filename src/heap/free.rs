@@ -152,7 +152,7 @@ pub unsafe fn free_sized(
 /// # Safety
 /// As [`free`].
 #[inline]
-pub unsafe fn free_slow(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
+pub(crate) unsafe fn free_slow(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> Freed {
     // SAFETY: forwarded contract.
     unsafe {
         if try_free_remote(p, s, h, key) {

@@ -84,13 +84,13 @@ pub const PARK_HIGH_MIN: usize = 256 << 10;
 pub const PARK_HIGH_MAX: usize = 4 << 20;
 
 /// Heap state: the static empty heap.
-pub const HEAP_EMPTY: u8 = 0;
+pub(crate) const HEAP_EMPTY: u8 = 0;
 /// Heap state: owned by a live thread.
-pub const HEAP_ACTIVE: u8 = 1;
+pub(crate) const HEAP_ACTIVE: u8 = 1;
 /// Heap state: its thread exited; waiting to be adopted.
-pub const HEAP_ABANDONED: u8 = 2;
+pub(crate) const HEAP_ABANDONED: u8 = 2;
 /// Heap state: owned by a thread that did not survive fork; never reused.
-pub const HEAP_LOST: u8 = 3;
+pub(crate) const HEAP_LOST: u8 = 3;
 
 /// The owner-only part of a heap.
 #[repr(C)]
@@ -123,7 +123,7 @@ pub struct Local {
 /// A heap's slabs in use: what its owner's slow paths change, and
 /// another thread may too while the owner is out of them. Reached only
 /// through a [`ListsGuard`] (the heap's `slow` lock held).
-pub struct Lists {
+pub(crate) struct Lists {
     /// The slab of each class bins are refilled from (the empty slab when
     /// none).
     pub current: [*mut Slab; NR_CLASSES],
@@ -210,7 +210,7 @@ const fn unsafe_empty_slab() -> Slab {
 /// The heap of a thread that has not allocated yet: its bins are empty and
 /// hold nothing (limit 0), so its first allocation and every free take the
 /// slow path. Never written.
-pub static EMPTY_HEAP: Heap = Heap::with_limits([0; NR_CLASSES]);
+pub(crate) static EMPTY_HEAP: Heap = Heap::with_limits([0; NR_CLASSES]);
 
 #[inline(always)]
 pub(super) fn empty_slab() -> *mut Slab {
@@ -511,7 +511,7 @@ impl Heap {
 
 /// Proof that a heap's `slow` lock is held (by its owner, or by another
 /// thread), and the way to its [`Lists`]; released when dropped.
-pub struct ListsGuard<'a> {
+pub(crate) struct ListsGuard<'a> {
     heap: &'a Heap,
     /// How the owner entered; `None` for another thread.
     entry: Option<Entry>,
@@ -520,7 +520,7 @@ pub struct ListsGuard<'a> {
 impl ListsGuard<'_> {
     /// The lists.
     #[inline]
-    pub fn lists(&mut self) -> &mut Lists {
+    pub(crate) fn lists(&mut self) -> &mut Lists {
         // SAFETY: the guard holds the lock that guards them, and lends
         // them out once at a time (borrowed mutably).
         unsafe { &mut *self.heap.lists.get() }

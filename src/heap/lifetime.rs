@@ -46,13 +46,13 @@ use crate::page::MigrateType;
 use crate::slab::classes::{CAPACITY, NR_CLASSES};
 
 /// Slabs a class must have made before its lifetime is judged.
-pub const MIN_MADE: u32 = 4;
+pub(crate) const MIN_MADE: u32 = 4;
 /// The counts are halved together before either reaches this.
 const SATURATE: u32 = 1 << 30;
 
 /// A heap's per-class lifetime counts. Owner only.
 #[derive(Clone, Copy)]
-pub struct Lifetimes {
+pub(crate) struct Lifetimes {
     made: [u32; NR_CLASSES],
     emptied: [u32; NR_CLASSES],
     /// Objects the heap took again after they were freed, short of a
@@ -62,7 +62,7 @@ pub struct Lifetimes {
 
 impl Lifetimes {
     /// No history: every class long-lived.
-    pub const fn new() -> Lifetimes {
+    pub(crate) const fn new() -> Lifetimes {
         Lifetimes {
             made: [0; NR_CLASSES],
             emptied: [0; NR_CLASSES],
@@ -72,7 +72,7 @@ impl Lifetimes {
 
     /// The heap started using a slab for `class`.
     #[inline]
-    pub fn slab_made(&mut self, class: usize) {
+    pub(crate) fn slab_made(&mut self, class: usize) {
         self.made[class] += 1;
         if self.made[class] == SATURATE - 1 {
             self.halve(class);
@@ -81,7 +81,7 @@ impl Lifetimes {
 
     /// A slab of `class` came back empty.
     #[inline]
-    pub fn slab_emptied(&mut self, class: usize) {
+    pub(crate) fn slab_emptied(&mut self, class: usize) {
         self.emptied[class] += 1;
         if self.emptied[class] == SATURATE - 1 {
             self.halve(class);
@@ -97,7 +97,7 @@ impl Lifetimes {
     /// thousand (sh6bench), and counting emptied slabs alone took such a
     /// class as long-lived.
     #[inline]
-    pub fn objects_reused(&mut self, class: usize, n: u32) {
+    pub(crate) fn objects_reused(&mut self, class: usize, n: u32) {
         // O(1) whatever `n`: a bin that never ran dry may bring billions
         // of pushes to one refill.
         let cap = u64::from(CAPACITY[class]);
@@ -116,7 +116,7 @@ impl Lifetimes {
     }
 
     /// A tick: the history counts half.
-    pub fn decay(&mut self) {
+    pub(crate) fn decay(&mut self) {
         for c in 0..NR_CLASSES {
             self.halve(c);
         }
@@ -124,14 +124,14 @@ impl Lifetimes {
 
     /// Whether `class`'s objects die young.
     #[inline]
-    pub fn short_lived(&self, class: usize) -> bool {
+    pub(crate) fn short_lived(&self, class: usize) -> bool {
         let made = self.made[class];
         made >= MIN_MADE && 2 * u64::from(self.emptied[class]) >= u64::from(made)
     }
 
     /// The migratetype a new slab of `class` is taken as.
     #[inline]
-    pub fn migratetype(&self, class: usize, grouping: bool) -> MigrateType {
+    pub(crate) fn migratetype(&self, class: usize, grouping: bool) -> MigrateType {
         if grouping && self.short_lived(class) {
             MigrateType::Reclaimable
         } else {

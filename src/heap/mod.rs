@@ -38,21 +38,21 @@
 //! batches: to the slab's own list from its owner's bins, by one CAS per
 //! run onto its remote list from other threads' bins.
 
-pub mod bin;
-pub mod block_bins;
+pub(crate) mod bin;
+pub(crate) mod block_bins;
 mod blocks;
 mod check;
-pub mod counters;
+pub(crate) mod counters;
 mod emptied;
 pub mod free;
 #[allow(clippy::module_inception)]
-pub mod heap;
-pub mod heaps;
-pub mod lifetime;
+pub(crate) mod heap;
+pub(crate) mod heaps;
+pub(crate) mod lifetime;
 mod park_high;
-pub mod parked;
+pub(crate) mod parked;
 mod refill;
-pub mod remote;
+pub(crate) mod remote;
 
 pub use check::check_quiescent;
 #[cfg(feature = "internals")]
@@ -69,7 +69,7 @@ pub use heaps::HeapRegistry;
 /// Puts a `PCPALLOC_PROFILE` setting in force: the rate every thread's
 /// sampler follows from its next slow path, and whether a free's push
 /// gives its bin pop credit (not while sampling: see `bin.rs`).
-pub fn set_profile(s: crate::heap_profile::Setting) {
+pub(crate) fn set_profile(s: crate::heap_profile::Setting) {
     crate::heap_profile::configure(s);
     bin::set_pushes_credit(s.mean == 0);
 }

@@ -82,14 +82,14 @@ const EMPTY: Chain = Chain {
 /// with the free key, counted in the slab's `used`; `pending` has bit `i`
 /// set exactly when slot `i` is not empty.
 #[derive(Debug)]
-pub struct RemoteBatch {
+pub(crate) struct RemoteBatch {
     slots: [Chain; REMOTE_SLOTS],
     pending: u32,
 }
 
 impl RemoteBatch {
     /// No chain.
-    pub const fn new() -> RemoteBatch {
+    pub(crate) const fn new() -> RemoteBatch {
         RemoteBatch {
             slots: [EMPTY; REMOTE_SLOTS],
             pending: 0,
@@ -116,7 +116,12 @@ impl RemoteBatch {
     /// `p` is a valid object of `s` that the calling thread frees, `s` is
     /// not owned by this batch's heap, and the caller owns the batch.
     #[inline]
-    pub unsafe fn push(&mut self, p: *mut u8, s: *mut Slab, notify: unsafe fn(*mut Slab, Pushed)) {
+    pub(crate) unsafe fn push(
+        &mut self,
+        p: *mut u8,
+        s: *mut Slab,
+        notify: unsafe fn(*mut Slab, Pushed),
+    ) {
         let i = Self::slot_of(s);
         let c = &mut self.slots[i];
         // SAFETY: p is ours to link (contract).
@@ -150,7 +155,7 @@ impl RemoteBatch {
     /// # Safety
     /// As `push`.
     #[inline(always)]
-    pub unsafe fn push_hit(&mut self, p: *mut u8, s: *mut Slab) -> bool {
+    pub(crate) unsafe fn push_hit(&mut self, p: *mut u8, s: *mut Slab) -> bool {
         let c = &mut self.slots[Self::slot_of(s)];
         if c.slab != s || c.count >= REMOTE_BATCH - 1 {
             return false;
@@ -162,14 +167,14 @@ impl RemoteBatch {
 
     /// Whether any chain waits.
     #[inline(always)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pending == 0
     }
 
     /// Checks the invariant (see the struct) and returns the objects
     /// waiting on the chains: free, but still counted in their slabs'
     /// `used`. Only while the owner does not use the batch.
-    pub fn check(&self) -> usize {
+    pub(crate) fn check(&self) -> usize {
         let mut waiting = 0;
         for (i, c) in self.slots.iter().enumerate() {
             assert_eq!(
@@ -206,7 +211,7 @@ impl RemoteBatch {
     ///
     /// # Safety
     /// The caller owns the batch.
-    pub unsafe fn flush(&mut self, notify: unsafe fn(*mut Slab, Pushed)) {
+    pub(crate) unsafe fn flush(&mut self, notify: unsafe fn(*mut Slab, Pushed)) {
         while self.pending != 0 {
             let i = self.pending.trailing_zeros() as usize;
             // SAFETY: forwarded contract; slot i is not empty.

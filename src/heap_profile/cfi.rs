@@ -105,7 +105,7 @@ static CACHE: [Slot; SLOTS] = [const {
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// The loader's count of unloaded objects the rules were read under,
 /// behind the lock every look at it takes (see the module docs).
-pub static UNLOADS: Locked<u64> = Locked::new(0);
+pub(crate) static UNLOADS: Locked<u64> = Locked::new(0);
 
 /// Forgets every rule if an object was unloaded since the last look —
 /// unless another thread (or a fork) is looking.
@@ -128,7 +128,7 @@ fn check_unloads() {
 }
 
 /// Takes the unloads lock before fork.
-pub fn lock_for_fork() {
+pub(crate) fn lock_for_fork() {
     UNLOADS.lock.lock();
 }
 
@@ -136,7 +136,7 @@ pub fn lock_for_fork() {
 ///
 /// # Safety
 /// Only right after fork, having called `lock_for_fork` in this thread.
-pub unsafe fn unlock_after_fork(child: bool) {
+pub(crate) unsafe fn unlock_after_fork(child: bool) {
     // SAFETY: held since lock_for_fork in this thread.
     unsafe {
         if child {
@@ -302,7 +302,7 @@ fn rule(pc: usize) -> Option<Rule> {
 /// # Safety
 /// `pc`, `sp` and `fp` are the calling thread's registers at a point of
 /// one of its functions that has not returned.
-pub unsafe fn walk(
+pub(crate) unsafe fn walk(
     mut pc: usize,
     mut sp: usize,
     mut fp: usize,

@@ -65,7 +65,7 @@ static SCRATCH: ScratchCell = ScratchCell(UnsafeCell::new(Scratch {
 }));
 
 /// What a profile's header says besides the table.
-pub struct Header<'a> {
+pub(crate) struct Header<'a> {
     /// Mean bytes between samples.
     pub mean: u64,
     /// When the dump was taken (ns since the epoch).
@@ -76,7 +76,7 @@ pub struct Header<'a> {
 
 /// Writes `t` as a pprof profile to `fd`. True if every write succeeded.
 /// The caller holds the table's lock (`t` comes from its guard).
-pub fn write_profile(fd: i32, t: &Table, h: &Header<'_>) -> bool {
+pub(crate) fn write_profile(fd: i32, t: &Table, h: &Header<'_>) -> bool {
     // SAFETY: the caller holds the table's lock, which serialises every
     // use of the scratch buffers (see ScratchCell).
     let scratch = unsafe { &mut *SCRATCH.0.get() };

@@ -3,7 +3,7 @@
 //! which file each code address lies in, and where.
 
 /// One line of `/proc/self/maps`.
-pub struct Mapping<'a> {
+pub(crate) struct Mapping<'a> {
     /// First address.
     pub start: usize,
     /// One past the last address.
@@ -27,7 +27,7 @@ const CHUNK: usize = 1024;
 
 /// Calls `f` on every mapping of the process, in address order. Reads
 /// nothing (and calls nothing) if the file cannot be opened.
-pub fn for_each(mut f: impl FnMut(&Mapping<'_>)) {
+pub(crate) fn for_each(mut f: impl FnMut(&Mapping<'_>)) {
     // SAFETY: a NUL-terminated path; open has no other preconditions.
     let fd = unsafe {
         libc::open(

@@ -19,31 +19,31 @@
 //! This module holds what every thread reads: whether to sample and at
 //! which rate, and the setting's syntax.
 
-pub mod cfi;
-pub mod dump;
-pub mod maps;
-pub mod pprof;
-pub mod sampler;
-pub mod table;
-pub mod unwind;
+pub(crate) mod cfi;
+pub(crate) mod dump;
+pub(crate) mod maps;
+pub(crate) mod pprof;
+pub(crate) mod sampler;
+pub(crate) mod table;
+pub(crate) mod unwind;
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Where profiles go when `PCPALLOC_PROFILE_FILE` is not set.
-pub const DEFAULT_FILE: &str = "pcpalloc.%p.pb";
+pub(crate) const DEFAULT_FILE: &str = "pcpalloc.%p.pb";
 
 pub use sampler::{weight, Rate, Sampler};
 pub use table::{Record, TABLE};
 
 /// The mean bytes between samples `PCPALLOC_PROFILE=1` asks for
 /// (jemalloc's default; tcmalloc's is 2 MiB).
-pub const DEFAULT_MEAN: u64 = 512 << 10;
+pub(crate) const DEFAULT_MEAN: u64 = 512 << 10;
 /// The least mean a setting may ask for (every allocation of 4 KiB or more
 /// would be sampled below it).
-pub const MIN_MEAN: u64 = 4 << 10;
+pub(crate) const MIN_MEAN: u64 = 4 << 10;
 /// The most.
-pub const MAX_MEAN: u64 = 1 << 40;
+pub(crate) const MAX_MEAN: u64 = 1 << 40;
 
 /// Mean bytes between samples; 0 while not sampling.
 static MEAN: AtomicU64 = AtomicU64::new(0);
@@ -54,13 +54,13 @@ static AT_PEAKS: AtomicBool = AtomicBool::new(false);
 
 /// Whether allocations are sampled.
 #[inline]
-pub fn sampling() -> bool {
+pub(crate) fn sampling() -> bool {
     MEAN.load(Relaxed) != 0
 }
 
 /// The rate every thread follows.
 #[inline]
-pub fn rate() -> Rate {
+pub(crate) fn rate() -> Rate {
     Rate {
         mean: MEAN.load(Relaxed),
         generation: GENERATION.load(Relaxed),
@@ -70,19 +70,19 @@ pub fn rate() -> Rate {
 /// The rate's generation alone (see [`Rate`]): never 0 once sampling
 /// was turned on.
 #[inline]
-pub fn generation() -> u32 {
+pub(crate) fn generation() -> u32 {
     GENERATION.load(Relaxed)
 }
 
 /// Whether a profile is written at each new peak.
-pub fn at_peaks() -> bool {
+pub(crate) fn at_peaks() -> bool {
     AT_PEAKS.load(Relaxed)
 }
 
 /// What `PCPALLOC_PROFILE` says: the mean bytes between samples (0: off)
 /// and whether to dump at peaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Setting {
+pub(crate) struct Setting {
     /// Mean bytes between samples; 0 for off.
     pub mean: u64,
     /// Dump at each new peak of live bytes.
@@ -91,7 +91,7 @@ pub struct Setting {
 
 /// Parses `0`, `1`, or a size (the mean bytes between samples), each
 /// optionally followed by `,peak`.
-pub fn parse(v: &[u8]) -> Result<Setting, &'static str> {
+pub(crate) fn parse(v: &[u8]) -> Result<Setting, &'static str> {
     let (head, peaks) = match v.iter().position(|&c| c == b',') {
         Some(i) if v[i + 1..].trim_ascii() == b"peak" => (&v[..i], true),
         Some(_) => return Err("only ,peak may follow the rate"),
@@ -114,7 +114,7 @@ pub fn parse(v: &[u8]) -> Result<Setting, &'static str> {
 }
 
 /// Writes the setting in force as `PCPALLOC_PROFILE` takes it.
-pub fn show(w: &mut dyn Write) -> fmt::Result {
+pub(crate) fn show(w: &mut dyn Write) -> fmt::Result {
     let mean = MEAN.load(Relaxed);
     if mean == 0 {
         return w.write_str("0");
@@ -128,7 +128,7 @@ pub fn show(w: &mut dyn Write) -> fmt::Result {
 
 /// Puts setting `s` in force (the caller makes the bins follow: see
 /// `runtime/sampled.rs`).
-pub fn configure(s: Setting) {
+pub(crate) fn configure(s: Setting) {
     AT_PEAKS.store(s.peaks, Relaxed);
     if MEAN.swap(s.mean, Relaxed) != s.mean {
         GENERATION.fetch_add(1, Relaxed);
@@ -151,7 +151,7 @@ pub struct Summary {
 }
 
 /// A snapshot of the profile's totals.
-pub fn summary() -> Summary {
+pub(crate) fn summary() -> Summary {
     let t = TABLE.lock();
     Summary {
         samples: t.samples,
@@ -166,7 +166,7 @@ pub fn summary() -> Summary {
 /// (null if metadata memory ran out) and whether the live bytes just
 /// passed a new peak worth a dump (asked for with `,peak`: an eighth
 /// above the last one dumped, and four samples' worth at least).
-pub fn add_sample(frames: &[usize], size: usize, mean: u64) -> (*mut Record, bool) {
+pub(crate) fn add_sample(frames: &[usize], size: usize, mean: u64) -> (*mut Record, bool) {
     let (bytes, objects) = weight(size, mean);
     let mut t = TABLE.lock();
     let r = t.add(frames, bytes, objects);
@@ -182,14 +182,14 @@ pub fn add_sample(frames: &[usize], size: usize, mean: u64) -> (*mut Record, boo
 ///
 /// # Safety
 /// `r` is a live record [`add_sample`] returned, not removed since.
-pub unsafe fn remove_sample(r: *mut Record) {
+pub(crate) unsafe fn remove_sample(r: *mut Record) {
     // SAFETY: forwarded contract.
     unsafe { TABLE.lock().remove(r) }
 }
 
 /// Writes the profile to `fd` (see `dump.rs`); true if every write
 /// succeeded.
-pub fn write_to(fd: i32, comment: &[u8], time_ns: u64) -> bool {
+pub(crate) fn write_to(fd: i32, comment: &[u8], time_ns: u64) -> bool {
     let t = TABLE.lock();
     let h = dump::Header {
         mean: MEAN.load(Relaxed).max(1),

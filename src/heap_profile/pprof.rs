@@ -9,67 +9,67 @@
 //! (github.com/google/pprof, proto/profile.proto).
 
 /// `Profile` fields.
-pub mod profile {
+pub(crate) mod profile {
     /// repeated ValueType sample_type
-    pub const SAMPLE_TYPE: u32 = 1;
+    pub(crate) const SAMPLE_TYPE: u32 = 1;
     /// repeated Sample sample
-    pub const SAMPLE: u32 = 2;
+    pub(crate) const SAMPLE: u32 = 2;
     /// repeated Mapping mapping
-    pub const MAPPING: u32 = 3;
+    pub(crate) const MAPPING: u32 = 3;
     /// repeated Location location
-    pub const LOCATION: u32 = 4;
+    pub(crate) const LOCATION: u32 = 4;
     /// repeated string string_table
-    pub const STRING_TABLE: u32 = 6;
+    pub(crate) const STRING_TABLE: u32 = 6;
     /// int64 time_nanos
-    pub const TIME_NANOS: u32 = 9;
+    pub(crate) const TIME_NANOS: u32 = 9;
     /// ValueType period_type
-    pub const PERIOD_TYPE: u32 = 11;
+    pub(crate) const PERIOD_TYPE: u32 = 11;
     /// int64 period
-    pub const PERIOD: u32 = 12;
+    pub(crate) const PERIOD: u32 = 12;
     /// repeated int64 comment (string table indices)
-    pub const COMMENT: u32 = 13;
+    pub(crate) const COMMENT: u32 = 13;
     /// int64 default_sample_type
-    pub const DEFAULT_SAMPLE_TYPE: u32 = 14;
+    pub(crate) const DEFAULT_SAMPLE_TYPE: u32 = 14;
 }
 
 /// `ValueType` fields: type, unit (string table indices).
-pub mod value_type {
+pub(crate) mod value_type {
     /// int64 type
-    pub const TYPE: u32 = 1;
+    pub(crate) const TYPE: u32 = 1;
     /// int64 unit
-    pub const UNIT: u32 = 2;
+    pub(crate) const UNIT: u32 = 2;
 }
 
 /// `Sample` fields.
-pub mod sample {
+pub(crate) mod sample {
     /// repeated uint64 location_id (packed)
-    pub const LOCATION_ID: u32 = 1;
+    pub(crate) const LOCATION_ID: u32 = 1;
     /// repeated int64 value (packed)
-    pub const VALUE: u32 = 2;
+    pub(crate) const VALUE: u32 = 2;
 }
 
 /// `Mapping` fields.
-pub mod mapping {
+pub(crate) mod mapping {
     /// uint64 id
-    pub const ID: u32 = 1;
+    pub(crate) const ID: u32 = 1;
     /// uint64 memory_start
-    pub const MEMORY_START: u32 = 2;
+    pub(crate) const MEMORY_START: u32 = 2;
     /// uint64 memory_limit
-    pub const MEMORY_LIMIT: u32 = 3;
+    pub(crate) const MEMORY_LIMIT: u32 = 3;
     /// uint64 file_offset
-    pub const FILE_OFFSET: u32 = 4;
+    pub(crate) const FILE_OFFSET: u32 = 4;
     /// int64 filename
-    pub const FILENAME: u32 = 5;
+    pub(crate) const FILENAME: u32 = 5;
 }
 
 /// `Location` fields.
-pub mod location {
+pub(crate) mod location {
     /// uint64 id
-    pub const ID: u32 = 1;
+    pub(crate) const ID: u32 = 1;
     /// uint64 mapping_id
-    pub const MAPPING_ID: u32 = 2;
+    pub(crate) const MAPPING_ID: u32 = 2;
     /// uint64 address
-    pub const ADDRESS: u32 = 3;
+    pub(crate) const ADDRESS: u32 = 3;
 }
 
 const WIRE_VARINT: u32 = 0;
@@ -91,7 +91,7 @@ fn varint(mut v: u64, out: &mut [u8; 10]) -> usize {
 }
 
 /// Something fields can be written to.
-pub trait Encode {
+pub(crate) trait Encode {
     /// Appends raw bytes.
     fn put(&mut self, b: &[u8]);
 
@@ -134,7 +134,7 @@ pub trait Encode {
 
 /// A message being built, of at most `N` bytes (past that it is marked
 /// truncated and must not be used).
-pub struct Msg<const N: usize> {
+pub(crate) struct Msg<const N: usize> {
     buf: [u8; N],
     len: usize,
     /// Some bytes did not fit.
@@ -143,7 +143,7 @@ pub struct Msg<const N: usize> {
 
 impl<const N: usize> Msg<N> {
     /// An empty message.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Msg {
             buf: [0; N],
             len: 0,
@@ -152,7 +152,7 @@ impl<const N: usize> Msg<N> {
     }
 
     /// The encoding so far.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
 }
@@ -175,10 +175,10 @@ impl<const N: usize> Encode for Msg<N> {
 }
 
 /// Bytes a [`Sink`] buffers before a write(2).
-pub const SINK_BYTES: usize = 16 << 10;
+pub(crate) const SINK_BYTES: usize = 16 << 10;
 
 /// A stream to a file descriptor through a fixed buffer.
-pub struct Sink {
+pub(crate) struct Sink {
     fd: i32,
     buf: [u8; SINK_BYTES],
     len: usize,
@@ -188,7 +188,7 @@ pub struct Sink {
 
 impl Sink {
     /// A sink with nothing to write to yet.
-    pub const fn new() -> Sink {
+    pub(crate) const fn new() -> Sink {
         Sink {
             fd: -1,
             buf: [0; SINK_BYTES],
@@ -198,14 +198,14 @@ impl Sink {
     }
 
     /// Starts a stream to `fd`.
-    pub fn start(&mut self, fd: i32) {
+    pub(crate) fn start(&mut self, fd: i32) {
         self.fd = fd;
         self.len = 0;
         self.ok = true;
     }
 
     /// Writes out what is buffered.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         let mut rest = &self.buf[..self.len];
         while self.ok && !rest.is_empty() {
             // SAFETY: rest is a valid byte slice.

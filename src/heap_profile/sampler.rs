@@ -56,7 +56,7 @@ pub struct Rate {
 const UNIFORM_STEP: f64 = 1.0 / (1u64 << 53) as f64;
 /// Weights' object counts are kept in units of 1/OBJECT_SCALE objects, so
 /// that adding and later removing a sample cancels exactly.
-pub const OBJECT_SCALE: u64 = 1024;
+pub(crate) const OBJECT_SCALE: u64 = 1024;
 
 impl<const N: usize> Sampler<N> {
     /// A sampler that draws its countdowns on first use.

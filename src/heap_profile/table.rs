@@ -24,14 +24,14 @@ use crate::sync::Locked;
 use super::unwind::STACK_WORDS;
 
 /// Slots of the stack table (a power of two).
-pub const SLOTS: usize = 1 << 16;
+pub(crate) const SLOTS: usize = 1 << 16;
 /// Most distinct stacks kept apart (half the slots: probes stay short).
-pub const MAX_STACKS: usize = SLOTS / 2;
+pub(crate) const MAX_STACKS: usize = SLOTS / 2;
 /// Records made at once when the free list is empty.
 const RECORDS_PER_CHUNK: usize = 128;
 
 /// One distinct call stack and what its samples stand for.
-pub struct Stack {
+pub(crate) struct Stack {
     hash: u64,
     /// The next stack on the table's list.
     next: *mut Stack,
@@ -54,7 +54,7 @@ pub struct Stack {
 
 impl Stack {
     /// The frames, innermost first (none for the overflow stack).
-    pub fn frames(&self) -> &[usize] {
+    pub(crate) fn frames(&self) -> &[usize] {
         if self.nframes == 0 {
             return &[];
         }
@@ -74,7 +74,7 @@ pub struct Record {
 }
 
 /// The stacks and records. Reached through [`TABLE`]'s lock.
-pub struct Table {
+pub(crate) struct Table {
     slots: *mut *mut Stack,
     first: *mut Stack,
     count: usize,
@@ -130,7 +130,7 @@ impl Table {
     /// Counts a sample of `frames` standing for `bytes` bytes and
     /// `objects` scaled objects, live from now on; returns its record, or
     /// null if metadata memory ran out (nothing is counted then).
-    pub fn add(&mut self, frames: &[usize], bytes: u64, objects: u64) -> *mut Record {
+    pub(crate) fn add(&mut self, frames: &[usize], bytes: u64, objects: u64) -> *mut Record {
         debug_assert!(frames.len() <= STACK_WORDS);
         let r = self.take_record();
         if r.is_null() {
@@ -170,7 +170,7 @@ impl Table {
     ///
     /// # Safety
     /// `r` is a live record [`add`](Self::add) returned, not removed since.
-    pub unsafe fn remove(&mut self, r: *mut Record) {
+    pub(crate) unsafe fn remove(&mut self, r: *mut Record) {
         // SAFETY: a live record names its stack (contract).
         unsafe {
             let s = (*r).stack;
@@ -184,7 +184,7 @@ impl Table {
     }
 
     /// Calls `f` on every stack, newest first.
-    pub fn for_each(&self, mut f: impl FnMut(&Stack)) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Stack)) {
         let mut s = self.first;
         while !s.is_null() {
             // SAFETY: stacks on the list live forever.
@@ -196,7 +196,7 @@ impl Table {
     }
 
     /// Distinct stacks (the overflow stack included, once used).
-    pub fn stacks(&self) -> usize {
+    pub(crate) fn stacks(&self) -> usize {
         self.count + usize::from(!self.overflow.is_null())
     }
 
@@ -299,7 +299,7 @@ impl Table {
 }
 
 /// Takes the table's lock before fork.
-pub fn lock_for_fork() {
+pub(crate) fn lock_for_fork() {
     TABLE.lock.lock();
 }
 
@@ -307,7 +307,7 @@ pub fn lock_for_fork() {
 ///
 /// # Safety
 /// Only right after fork, having called `lock_for_fork` in this thread.
-pub unsafe fn unlock_after_fork(child: bool) {
+pub(crate) unsafe fn unlock_after_fork(child: bool) {
     // SAFETY: held since lock_for_fork in this thread.
     unsafe {
         if child {

@@ -39,13 +39,13 @@ use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 use super::maps;
 
 /// Most frames a sample keeps.
-pub const MAX_FRAMES: usize = 64;
+pub(crate) const MAX_FRAMES: usize = 64;
 /// Words of a captured stack: its frames, and [`TRUNCATED`] after them
 /// when there were more.
-pub const STACK_WORDS: usize = MAX_FRAMES + 1;
+pub(crate) const STACK_WORDS: usize = MAX_FRAMES + 1;
 /// The outermost word of a stack cut at [`MAX_FRAMES`] (no code is at
 /// address 1).
-pub const TRUNCATED: usize = 1;
+pub(crate) const TRUNCATED: usize = 1;
 
 /// libgcc's unwinder (`unwind.h`).
 mod ffi {
@@ -74,7 +74,7 @@ static STATE: AtomicU8 = AtomicU8::new(UNPREPARED);
 static OWN_START: AtomicUsize = AtomicUsize::new(0);
 static OWN_END: AtomicUsize = AtomicUsize::new(0);
 /// Stacks libgcc walked because a frame needed more than the common rules.
-pub static SLOW_WALKS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static SLOW_WALKS: AtomicUsize = AtomicUsize::new(0);
 
 /// A stack being captured.
 struct Capture<'a> {
@@ -115,7 +115,7 @@ extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
 /// The frames' rules come from the cache of `cfi.rs` when every frame
 /// has a common one (almost always), else from libgcc.
 #[inline(never)]
-pub fn capture(frames: &mut [usize; STACK_WORDS]) -> usize {
+pub(crate) fn capture(frames: &mut [usize; STACK_WORDS]) -> usize {
     prepare();
     let own = (OWN_START.load(Relaxed), OWN_END.load(Relaxed));
     #[cfg(target_arch = "x86_64")]
@@ -174,7 +174,7 @@ fn capture_libgcc(frames: &mut [usize; STACK_WORDS], own: (usize, usize)) -> usi
 /// or the library's constructor): finds the allocator's own text and runs
 /// the unwinder once, so that its first-use work is done. Other threads
 /// arriving meanwhile go on without the own-text range.
-pub fn prepare() {
+pub(crate) fn prepare() {
     if STATE.load(Acquire) == PREPARED
         || STATE
             .compare_exchange(UNPREPARED, PREPARING, Acquire, Relaxed)

@@ -58,13 +58,13 @@ use super::huge_thp::Watch;
 /// Blocks the cache can hold.
 const CACHE_SLOTS: usize = 16;
 /// The cache's `high` never decays below this.
-pub const HUGE_HIGH_MIN: usize = 32 << 20;
+pub(crate) const HUGE_HIGH_MIN: usize = 32 << 20;
 /// The share of the budget's size the cache may grow to (an eighth, as a
 /// pageset's `high_max`).
 const HUGE_HIGH_LIMIT_SHIFT: u32 = 3;
 /// What a huge block costs the budget beyond its length: the page that
 /// holds its header and descriptor.
-pub const HUGE_META: usize = PAGE_SIZE;
+pub(crate) const HUGE_META: usize = PAGE_SIZE;
 
 /// `bytes` in pages, as the tuner counts them.
 #[inline]
@@ -79,7 +79,7 @@ const fn pages_of(bytes: usize) -> i32 {
 
 /// The budget cost of a huge block mapping `len` bytes.
 #[inline]
-pub const fn cost(len: usize) -> usize {
+pub(crate) const fn cost(len: usize) -> usize {
     len + HUGE_META
 }
 
@@ -189,7 +189,7 @@ pub struct HugeUsage {
 
 /// The address of huge block `b`.
 #[inline]
-pub fn block_addr(b: *const LargeBlock) -> usize {
+pub(crate) fn block_addr(b: *const LargeBlock) -> usize {
     section::huge_block_addr(b.cast())
 }
 

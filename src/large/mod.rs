@@ -17,7 +17,7 @@
 //! descriptor lookup every free makes (a huge block's, when the section
 //! lookup misses, with the chunk map's second look: [`checked_huge`]).
 
-pub mod huge;
+pub(crate) mod huge;
 mod huge_thp;
 
 use core::sync::atomic::Ordering::Acquire;
@@ -69,7 +69,12 @@ pub fn alloc(pages: &Pages<'_>, size: usize, align: usize, zero: bool) -> *mut u
 /// The caller owns the block, of `class_pages(class)` pages; its other
 /// descriptors are None.
 #[inline(always)]
-pub unsafe fn make_of_class(head: *mut Page, class: usize, size: usize, zero: bool) -> *mut u8 {
+pub(crate) unsafe fn make_of_class(
+    head: *mut Page,
+    class: usize,
+    size: usize,
+    zero: bool,
+) -> *mut u8 {
     // SAFETY: forwarded contract.
     unsafe {
         make(
@@ -121,7 +126,7 @@ unsafe fn make(head: *mut Page, tag: u32, kept: usize, size: usize, zero: bool) 
 
 /// Who asks for a block to be checked, for the one-line report.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// `free` (and the C++ deletes).
     Free,
     /// `realloc`.
@@ -132,7 +137,7 @@ pub enum Caller {
 
 impl Caller {
     /// The report for a pointer that is not a live block of ours.
-    pub fn invalid(self) -> &'static str {
+    pub(crate) fn invalid(self) -> &'static str {
         match self {
             Caller::Free => "free(): invalid pointer",
             Caller::Realloc => "realloc(): invalid pointer",
@@ -141,7 +146,7 @@ impl Caller {
     }
 
     /// The report for a block that is already free.
-    pub fn freed(self) -> &'static str {
+    pub(crate) fn freed(self) -> &'static str {
         match self {
             Caller::Free => "free(): double free detected",
             Caller::Realloc => "realloc(): pointer already freed",
@@ -159,7 +164,7 @@ impl Caller {
 /// # Safety
 /// `d` = `desc_of(p)` and `p` lies in one of our sections.
 #[inline]
-pub unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut LargeBlock {
+pub(crate) unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut LargeBlock {
     // SAFETY: descriptors of our sections are always readable.
     let kind = PageKind::from_u8(unsafe { (*d).kind.load(Acquire) });
     match kind {
@@ -183,7 +188,7 @@ pub unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut Large
 /// # Safety
 /// `p` is non-null.
 #[cold]
-pub unsafe fn checked_huge(p: *mut u8, who: Caller) -> *mut LargeBlock {
+pub(crate) unsafe fn checked_huge(p: *mut u8, who: Caller) -> *mut LargeBlock {
     let Some(d) = crate::section::huge_desc(p as usize) else {
         alert::fatal(who.invalid(), p)
     };

@@ -67,7 +67,7 @@ static CLASS_PAGES: [u16; CLASS_TABLE_LEN] = {
 
 /// Blocks of at least this many pages (1 MiB) are *big*: see
 /// [`migratetype_for`].
-pub const BIG_BLOCK_PAGES: usize = 256;
+pub(crate) const BIG_BLOCK_PAGES: usize = 256;
 
 /// The migratetype a large block of `pages` pages is taken as: smaller
 /// blocks movable, big ones reclaimable, so the two sizes fill different
@@ -78,7 +78,7 @@ pub const BIG_BLOCK_PAGES: usize = 256;
 /// least half of a pageblock itself, where a long-lived 64 KiB buffer
 /// among churned slabs would keep their pageblock from emptying whole.
 #[inline]
-pub fn migratetype_for(pages: usize) -> MigrateType {
+pub(crate) fn migratetype_for(pages: usize) -> MigrateType {
     if pages >= BIG_BLOCK_PAGES {
         MigrateType::Reclaimable
     } else {
@@ -88,12 +88,12 @@ pub fn migratetype_for(pages: usize) -> MigrateType {
 
 /// Most pages [`class_of_small`] answers for (256 KiB, the large bins'
 /// reach).
-pub const SMALL_CLASS_PAGES: usize = 64;
+pub(crate) const SMALL_CLASS_PAGES: usize = 64;
 
 /// [`class_of`] for 0..=SMALL_CLASS_PAGES pages (0 as 1) by one table load:
 /// the large bins' hit path asks it on every malloc.
 #[inline(always)]
-pub fn class_of_small(pages: usize) -> usize {
+pub(crate) fn class_of_small(pages: usize) -> usize {
     debug_assert!(pages <= SMALL_CLASS_PAGES);
     // The mask keeps the index in the table without a bounds check.
     usize::from(SMALL_CLASS_OF[pages & (SMALL_TABLE_LEN - 1)])

@@ -10,25 +10,25 @@
 use core::fmt::{self, Write};
 
 /// One PCP heuristic of seed 000, as a bit; [`Heuristics`] is a set of them.
-pub mod heuristic {
+pub(crate) mod heuristic {
     /// Patch 1: free_high only on the second consecutive high-order free.
-    pub const PREV_FREE_HIGH_ORDER: u32 = 1 << 0;
+    pub(crate) const PREV_FREE_HIGH_ORDER: u32 = 1 << 0;
     /// Patches 2–3: keep `batch` pages before a free_high drain when this
     /// CPU's cache slice exceeds 3 × batch pages.
-    pub const FREE_HIGH_BATCH: u32 = 1 << 1;
+    pub(crate) const FREE_HIGH_BATCH: u32 = 1 << 1;
     /// Patch 5: scale the order-0 refill batch with alloc_factor.
-    pub const ALLOC_FACTOR: u32 = 1 << 2;
+    pub(crate) const ALLOC_FACTOR: u32 = 1 << 2;
     /// Patches 6–7: auto-tune high between high_min and high_max, decay it
     /// every tick.
-    pub const AUTO_TUNE: u32 = 1 << 3;
+    pub(crate) const AUTO_TUNE: u32 = 1 << 3;
     /// Patch 8: stop growing / shrink high while the zone is below its high
     /// watermark.
-    pub const BELOW_HIGH: u32 = 1 << 4;
+    pub(crate) const BELOW_HIGH: u32 = 1 << 4;
     /// Patch 9: count consecutive freed pages (free_count) instead of
     /// doubling free_factor.
-    pub const FREE_COUNT: u32 = 1 << 5;
+    pub(crate) const FREE_COUNT: u32 = 1 << 5;
     /// Every heuristic (the series as merged in v6.7).
-    pub const ALL: u32 = (1 << 6) - 1;
+    pub(crate) const ALL: u32 = (1 << 6) - 1;
 }
 
 /// A set of `heuristic` bits.
@@ -124,9 +124,9 @@ impl Knobs {
 }
 
 /// The kernel's CONFIG_PCP_BATCH_SCALE_MAX default.
-pub const DEFAULT_BATCH_SCALE_MAX: u32 = 5;
+pub(crate) const DEFAULT_BATCH_SCALE_MAX: u32 = 5;
 /// Largest allowed BATCH_SCALE_MAX.
-pub const MAX_BATCH_SCALE_MAX: u32 = 6;
+pub(crate) const MAX_BATCH_SCALE_MAX: u32 = 6;
 impl Knobs {
     /// The knobs packed in one word, so the PCP paths read them with a
     /// single load: bits 0..8 heuristics, 8..12 BATCH_SCALE_MAX, 12
@@ -164,7 +164,7 @@ impl Knobs {
 /// 1,3,5,7,8,9 or names, each optionally prefixed by `-` (remove) or `+`.
 /// Items apply left to right starting from the empty set, so `all,-8` is
 /// everything but BELOW_HIGH and `9` alone is just free_count.
-pub fn parse_heuristics(v: &[u8]) -> Option<Heuristics> {
+pub(crate) fn parse_heuristics(v: &[u8]) -> Option<Heuristics> {
     use heuristic::*;
     let mut h = 0u32;
     for item in v.trim_ascii().split(|&c| c == b',') {
@@ -199,7 +199,7 @@ pub fn parse_heuristics(v: &[u8]) -> Option<Heuristics> {
 
 /// Writes a heuristics set as `PCPALLOC_HEURISTICS` would take it: `all`,
 /// `base`, or the names of those on.
-pub fn write_heuristics(w: &mut dyn Write, h: Heuristics) -> fmt::Result {
+pub(crate) fn write_heuristics(w: &mut dyn Write, h: Heuristics) -> fmt::Result {
     use heuristic::*;
     if h == Heuristics::ALL {
         return w.write_str("all");

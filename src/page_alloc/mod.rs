@@ -20,10 +20,10 @@
 //! - `block_classes.rs`: the size classes of exact-size blocks;
 //! - `knobs.rs`: the heuristics the pagesets run.
 
-pub mod block_classes;
-pub mod knobs;
-pub mod pcp;
-pub mod zone;
+pub(crate) mod block_classes;
+pub(crate) mod knobs;
+pub(crate) mod pcp;
+pub(crate) mod zone;
 
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 

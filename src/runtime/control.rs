@@ -119,7 +119,7 @@ impl std::error::Error for SetError {}
 /// Changes setting `name` (`PCPALLOC_DECAY_MS` or `decay_ms`) to `value`,
 /// given as the environment would give it, while the program runs. The
 /// value goes through the setting's own parser; nothing is printed.
-pub fn set(name: &[u8], value: &[u8]) -> Result<(), SetError> {
+pub(crate) fn set(name: &[u8], value: &[u8]) -> Result<(), SetError> {
     let given = name.trim_ascii();
     let Some(t) = settings::find(given) else {
         let given = core::str::from_utf8(given).unwrap_or("(not UTF-8)");
@@ -157,7 +157,7 @@ pub fn set(name: &[u8], value: &[u8]) -> Result<(), SetError> {
 /// Writes the value of setting `name` (`PCPALLOC_DECAY_MS` or `decay_ms`)
 /// in force, as the report shows it (`1000`, `none`, `(stderr)`), to `w`;
 /// `Unknown` if there is no such setting. Does not allocate.
-pub fn get(name: &[u8], w: &mut dyn Write) -> Result<(), SetError> {
+pub(crate) fn get(name: &[u8], w: &mut dyn Write) -> Result<(), SetError> {
     let given = name.trim_ascii();
     let Some(t) = settings::find(given) else {
         let given = core::str::from_utf8(given).unwrap_or("(not UTF-8)");

@@ -8,7 +8,7 @@ use crate::settings::STATS_FILE_MAX;
 use crate::util::buf::FixedBuf;
 
 /// Where the process id goes in a file's name.
-pub enum PidIn {
+pub(crate) enum PidIn {
     /// Each `%p` of the path becomes the process id.
     Placeholder,
     /// `.<pid>` is appended to the path.
@@ -18,7 +18,7 @@ pub enum PidIn {
 /// Creates (or truncates) the file `path` names for this process, for
 /// writing; `append` opens it `O_APPEND` (one write(2) = one record).
 /// Returns the descriptor, or -1. Does not allocate.
-pub fn create_for_this_process(path: &CStr, pid_in: PidIn, append: bool) -> i32 {
+pub(crate) fn create_for_this_process(path: &CStr, pid_in: PidIn, append: bool) -> i32 {
     let mut name = FixedBuf::<{ STATS_FILE_MAX + 64 }>::new();
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };

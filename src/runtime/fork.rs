@@ -39,7 +39,7 @@ use super::process::{self, HEAPS, HUGE, PAGES};
 use super::{late, record, tick, tls};
 
 /// One lock (or family of locks) of the allocator.
-pub struct LockClass {
+pub(crate) struct LockClass {
     take: fn(),
     /// Releases what `take` took: `false` in the parent (waking anyone
     /// queued), `true` in the child (resetting).
@@ -83,7 +83,7 @@ pub struct LockClass {
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub static LOCKS: [LockClass; 12] = [
+pub(crate) static LOCKS: [LockClass; 12] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
@@ -267,7 +267,7 @@ fn libc_register_atfork() -> Option<RegisterFn> {
 /// Registers the handlers, once: from the library's constructor (see
 /// `hooks.rs`), or before the first registration of anyone else's
 /// ([`register_after_ours`]), whichever comes first.
-pub fn register() {
+pub(crate) fn register() {
     match STATE.compare_exchange(NOT_REGISTERED, REGISTERING, Acquire, Acquire) {
         Ok(_) => {}
         Err(REGISTERED) => return,

@@ -69,15 +69,15 @@ use super::tls;
 
 /// The least `keep` of the zone: what may wait there after a burst that
 /// was not reused.
-pub const KEEP_MIN: usize = 2 << 20;
+pub(crate) const KEEP_MIN: usize = 2 << 20;
 /// The most `keep` of the zone while the program uses little (the dirty
 /// limit's floor): what may wait there after a burst that was reused.
-pub const KEEP_MAX: usize = 8 << 20;
+pub(crate) const KEEP_MAX: usize = 8 << 20;
 /// The most `keep` of the huge-block cache while the program's huge
 /// blocks are few (glibc's largest trim threshold). Its least is 0: a
 /// huge block freed and not reused is unmapped at once, as glibc unmaps a
 /// mapped chunk.
-pub const HUGE_KEEP_MAX: usize = 64 << 20;
+pub(crate) const HUGE_KEEP_MAX: usize = 64 << 20;
 
 /// What may wait in the zone, and in the huge-block cache (see the module
 /// docs).
@@ -105,7 +105,7 @@ fn zone_waiting() -> usize {
 /// left out (adding them up takes every pageset's lock); so are the
 /// heaps' caches.
 #[inline]
-pub fn waiting_bytes() -> usize {
+pub(crate) fn waiting_bytes() -> usize {
     zone_waiting() + HUGE.cached_bytes()
 }
 
@@ -157,7 +157,7 @@ const STEP_SHIFT_MAX: usize = 6;
 /// it) and a step waits, in the zone or in the huge-block cache: a few
 /// loads and compares.
 #[inline]
-pub fn due() -> bool {
+pub(crate) fn due() -> bool {
     let at_exit = tls::exited();
     let keep = KEEP.load(Relaxed).min(keep_max(at_exit));
     let huge_keep = HUGE_KEEP.load(Relaxed).min(huge_keep_max(at_exit));
@@ -169,7 +169,7 @@ pub fn due() -> bool {
 /// than `KEEP_MIN` and a step on the pagesets, where the exiting thread's
 /// caches went (adding them up takes every pageset's lock: fine once a
 /// thread).
-pub fn due_at_exit() -> bool {
+pub(crate) fn due_at_exit() -> bool {
     let keep = KEEP.load(Relaxed).min(keep_max(true));
     due()
         || zone_waiting() + exit_waiting() > keep + step(keep)
@@ -252,7 +252,7 @@ fn zone_charged() -> usize {
 /// Gives back what waits beyond the `keep`s (see the module docs). The
 /// caller holds the tick lock (`tick.rs`): one give-back at a time, none
 /// while a tick runs or the allocator is held still. Never changes errno.
-pub fn give_back() {
+pub(crate) fn give_back() {
     give_back_with(false, tls::exited());
 }
 
@@ -260,14 +260,14 @@ pub fn give_back() {
 /// exit's give-back that found the tick lock taken is run by its holder
 /// (`tick.rs`), so the last thread of a storm never leaves its wave's
 /// memory waiting.
-pub fn give_back_at_exit() {
+pub(crate) fn give_back_at_exit() {
     give_back_with(false, true);
 }
 
 /// [`give_back`], and everything the caches hold goes too, as when
 /// nothing given back was needed again: the memory cgroup's limit is near
 /// (`memcg.rs`).
-pub fn give_back_everything() {
+pub(crate) fn give_back_everything() {
     give_back_with(true, tls::exited());
 }
 
@@ -275,7 +275,7 @@ pub fn give_back_everything() {
 /// them: what waits for a tick and what the pagesets hold, past half the
 /// headroom (adding up the pagesets takes every pageset's lock: for the
 /// occasional look at the cgroup, not for a free).
-pub fn over_cgroup_share() -> bool {
+pub(crate) fn over_cgroup_share() -> bool {
     let share = cgroup_share();
     share < usize::MAX / 2 && waiting_bytes() + PAGES.pagesets.total_count() * PAGE_SIZE > share
 }
@@ -383,7 +383,7 @@ fn flush_own_heap() {
 
 /// The tick: each `keep` loses an eighth, down to its least, and the
 /// huge blocks' peak of the tick before is forgotten.
-pub fn on_tick() {
+pub(crate) fn on_tick() {
     let shift = STEP_SHIFT.load(Relaxed);
     STEP_SHIFT.store(shift.saturating_sub(1), Relaxed);
     HUGE_PEAK[1].store(HUGE_PEAK[0].load(Relaxed), Relaxed);

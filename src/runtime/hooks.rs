@@ -42,7 +42,7 @@ extern "C" fn destructor() {
 }
 
 /// Registers the fork handlers and makes the thread-exit key, once.
-pub fn register() {
+pub(crate) fn register() {
     if REGISTERED.swap(true, Relaxed) {
         return;
     }
@@ -62,7 +62,7 @@ static DESTRUCTOR: extern "C" fn() = destructor;
 /// slow path, the object file holding them is always part of the program
 /// (an archive member nothing refers to would be left out by the linker).
 #[inline(never)]
-pub fn keep_linked() {
+pub(crate) fn keep_linked() {
     // SAFETY: reading our own statics.
     unsafe {
         core::ptr::read_volatile(&CONSTRUCTOR);

@@ -27,7 +27,7 @@ static LATE: Locked<usize> = Locked::new(0);
 
 /// An object of `class` for a thread past its exit hook. Null when out of
 /// memory.
-pub fn alloc_small(class: usize) -> *mut u8 {
+pub(crate) fn alloc_small(class: usize) -> *mut u8 {
     let mut g = LATE.lock();
     if *g == 0 {
         *g = HEAPS.acquire() as usize;
@@ -50,7 +50,7 @@ pub fn alloc_small(class: usize) -> *mut u8 {
 
 /// A large block (≤ 4 MiB) for a thread past its exit hook, through the
 /// CPU's pageset. Null when out of memory.
-pub fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
+pub(crate) fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
     let p = large::alloc(&PAGES.through(core::ptr::null(), false), size, align, zero);
     if !p.is_null() {
         // SAFETY: p heads a live large block.
@@ -62,7 +62,7 @@ pub fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
 
 /// The tick's share: the late heap collects what was freed to it and gives
 /// empty slabs back. Returns how many slabs went back.
-pub fn collect() -> usize {
+pub(crate) fn collect() -> usize {
     let g = LATE.lock();
     let h = *g as *mut Heap;
     if h.is_null() {

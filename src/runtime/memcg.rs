@@ -52,7 +52,7 @@ use crate::sys::{self, MemCgroup};
 use crate::settings::SETTINGS;
 
 /// Ticks between two walks of the cgroup levels.
-pub const REFIND_TICKS: u32 = 8;
+pub(crate) const REFIND_TICKS: u32 = 8;
 /// The least and the most step of growth between two reads of the usage.
 const STEP_MIN: usize = 1 << 20;
 const STEP_MAX: usize = 64 << 20;
@@ -110,7 +110,7 @@ fn named() -> Option<Option<&'static [u8]>> {
 /// Finds the level to follow (at init, before anything else runs).
 /// Returns its limit in bytes: the memory the zone's formulas are sized
 /// from.
-pub fn init() -> Option<usize> {
+pub(crate) fn init() -> Option<usize> {
     // SAFETY: initialisation: nothing else reads it yet.
     let m = unsafe { followed() };
     match named() {
@@ -123,7 +123,7 @@ pub fn init() -> Option<usize> {
 
 /// After the zone is configured: `budget`'s target, and the first read of
 /// the usage.
-pub fn start(budget: &Budget) {
+pub(crate) fn start(budget: &Budget) {
     // SAFETY: initialisation: nothing else reads it yet.
     follow(unsafe { followed() }, budget);
 }
@@ -162,7 +162,7 @@ fn read_level(m: &Option<MemCgroup>, budget: &Budget) {
 
 /// Reads what the level followed holds into `budget` (see the module
 /// docs). The caller holds the tick lock.
-pub fn read_usage(budget: &Budget) {
+pub(crate) fn read_usage(budget: &Budget) {
     // SAFETY: the caller holds the tick lock.
     read_level(unsafe { followed() }, budget);
 }
@@ -170,25 +170,25 @@ pub fn read_usage(budget: &Budget) {
 /// Whether `budget` has grown a step since the usage was last read: a
 /// load and a compare.
 #[inline]
-pub fn past_mark(budget: &Budget) -> bool {
+pub(crate) fn past_mark(budget: &Budget) -> bool {
     budget.used() > MARK.load(Relaxed)
 }
 
 /// Whether the headroom left under `budget`'s target is within the
 /// reserve: everything cached goes back (see the module docs).
 #[inline]
-pub fn near_limit(budget: &Budget) -> bool {
+pub(crate) fn near_limit(budget: &Budget) -> bool {
     budget.headroom() < RESERVE.load(Relaxed)
 }
 
 /// Counts a give-back a read led to.
-pub fn note_give_back() {
+pub(crate) fn note_give_back() {
     GIVE_BACKS.fetch_add(1, Relaxed);
 }
 
 /// The tick (the tick lock is held): the limit and the usage are read
 /// again — the levels walked again every [`REFIND_TICKS`] ticks.
-pub fn on_tick(budget: &Budget) {
+pub(crate) fn on_tick(budget: &Budget) {
     let ticks = TICKS.load(Relaxed).wrapping_add(1);
     TICKS.store(ticks, Relaxed);
     // SAFETY: the tick lock is held.
@@ -206,7 +206,7 @@ pub fn on_tick(budget: &Budget) {
 /// The memory cgroup's counters: the limit followed (0: none), what the
 /// cgroup holds as `budget` tells it, the reads and the give-backs they
 /// led to.
-pub fn counters(budget: &Budget) -> [u64; 4] {
+pub(crate) fn counters(budget: &Budget) -> [u64; 4] {
     let limit = LIMIT.load(Relaxed);
     let usage = if limit == 0 {
         0

@@ -27,23 +27,23 @@
 //! - `control.rs`: settings changed at run time, and the word said before
 //!   a Rust allocation failure aborts.
 
-pub mod control;
-pub mod files;
-pub mod fork;
-pub mod give_back;
-pub mod hooks;
-pub mod late;
-pub mod memcg;
-pub mod paths;
-pub mod process;
-pub mod reclaim;
-pub mod record;
-pub mod report;
-pub mod sampled;
-pub mod thread;
-pub mod tick;
-pub mod tls;
-pub mod valgrind;
+pub(crate) mod control;
+pub(crate) mod files;
+pub(crate) mod fork;
+pub(crate) mod give_back;
+pub(crate) mod hooks;
+pub(crate) mod late;
+pub(crate) mod memcg;
+pub(crate) mod paths;
+pub(crate) mod process;
+pub(crate) mod reclaim;
+pub(crate) mod record;
+pub(crate) mod report;
+pub(crate) mod sampled;
+pub(crate) mod thread;
+pub(crate) mod tick;
+pub(crate) mod tls;
+pub(crate) mod valgrind;
 
 pub use paths::{alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge, trim};
 pub use process::{configure_once, free_key};

@@ -257,7 +257,7 @@ fn freeing_heap() -> *mut Heap {
 /// `s` is the slab head of `p`'s page; the caller is freeing `p`.
 #[cold]
 #[inline(never)]
-pub unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
+pub(crate) unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
     if record::every_op_slow() {
         // SAFETY: forwarded contract.
         return unsafe { free_small_traced(p, s) };
@@ -463,7 +463,7 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
 /// `d` = `desc_of(p)`, `p` lies in one of our sections and not in a slab.
 #[cold]
 #[inline(never)]
-pub unsafe fn free_block(p: *mut u8, d: *mut Page) {
+pub(crate) unsafe fn free_block(p: *mut u8, d: *mut Page) {
     if valgrind::on() {
         valgrind::freeing(p);
         // SAFETY: forwarded contract.

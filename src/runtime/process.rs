@@ -26,7 +26,7 @@ pub static PAGES: PageAllocator = PageAllocator::new();
 /// The allocator's thread heaps.
 pub static HEAPS: HeapRegistry = HeapRegistry::new();
 /// The allocator's huge blocks.
-pub static HUGE: HugeBlocks = HugeBlocks::new();
+pub(crate) static HUGE: HugeBlocks = HugeBlocks::new();
 
 const UNINIT: u8 = 0;
 const BUSY: u8 = 1;
@@ -52,12 +52,12 @@ pub fn free_key() -> usize {
 
 /// Whether initialisation has completed.
 #[inline]
-pub fn is_ready() -> bool {
+pub(crate) fn is_ready() -> bool {
     STATE.load(Acquire) == READY
 }
 
 /// Heaps handed to threads so far.
-pub fn threads_seen() -> usize {
+pub(crate) fn threads_seen() -> usize {
     THREADS_SEEN.load(Relaxed)
 }
 
@@ -68,7 +68,7 @@ pub(super) fn note_thread() {
 
 /// Whether pagesets are per thread (`PCPALLOC_PCP=thread`).
 #[inline]
-pub fn thread_mode() -> bool {
+pub(crate) fn thread_mode() -> bool {
     THREAD_MODE.load(Relaxed)
 }
 
@@ -239,7 +239,7 @@ pub unsafe fn pages_of(h: &Heap) -> Pages<'static> {
 static STATS_FD: AtomicI32 = AtomicI32::new(2);
 
 /// The descriptor the report at exit goes to.
-pub fn stats_fd() -> i32 {
+pub(crate) fn stats_fd() -> i32 {
     STATS_FD.load(Relaxed)
 }
 

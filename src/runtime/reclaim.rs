@@ -51,7 +51,7 @@ static RECLAIMED_AT: AtomicU32 = AtomicU32::new(0);
 /// huge pages would fault its sparse touches in 2 MiB at a time (4 threads
 /// replacing 8 B – 8 MiB blocks under a 512 MiB limit spent 59% of their
 /// time zeroing huge pages).
-pub fn under_pressure() -> bool {
+pub(crate) fn under_pressure() -> bool {
     let at = RECLAIMED_AT.load(Relaxed);
     at != 0 && PAGES.zone.epoch().wrapping_sub(at.wrapping_sub(1)) < 2
 }
@@ -80,12 +80,12 @@ static COUNTERS: Counters = Counters {
 
 /// The reclaim epoch heaps compare against.
 #[inline]
-pub fn epoch() -> u32 {
+pub(crate) fn epoch() -> u32 {
     RECLAIM_EPOCH.load(Relaxed)
 }
 
 /// The counters so far.
-pub fn counters() -> ReclaimCounters {
+pub(crate) fn counters() -> ReclaimCounters {
     let c = &COUNTERS;
     let [memcg_limit, memcg_usage, memcg_reads, memcg_give_backs] =
         super::memcg::counters(&PAGES.zone.budget);
@@ -107,7 +107,7 @@ pub fn counters() -> ReclaimCounters {
 
 /// How far a reclaim goes (see the module docs).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// The calling heap and the pagesets: no system call.
     Local,
     /// Cached huge blocks, whole free blocks and resident free memory
@@ -119,7 +119,7 @@ pub enum Stage {
 
 /// Gives back what `stage` covers (see the module docs). `h` is the
 /// calling thread's heap, or null. Call with no lock of the allocator held.
-pub fn reclaim(h: *mut Heap, stage: Stage) {
+pub(crate) fn reclaim(h: *mut Heap, stage: Stage) {
     let c = &COUNTERS;
     match stage {
         Stage::Local => {
@@ -200,7 +200,7 @@ fn collect_own(h: *mut Heap) -> usize {
 /// takes from the zone or the budget; `zone` whether it is served by the
 /// zone (stage 1 helps only such a request).
 #[inline]
-pub fn or_reclaim(
+pub(crate) fn or_reclaim(
     h: *mut Heap,
     need: usize,
     zone: bool,

@@ -27,7 +27,7 @@ static TRACE_FD: AtomicI32 = AtomicI32::new(-1);
 
 /// Whether this process records a trace.
 #[inline]
-pub fn tracing() -> bool {
+pub(crate) fn tracing() -> bool {
     TRACING.load(Relaxed)
 }
 
@@ -35,7 +35,7 @@ pub fn tracing() -> bool {
 /// and under valgrind (`valgrind.rs`), the TLS heap pointer stays the
 /// empty heap and the slow paths find the thread's heap by its key.
 #[inline]
-pub fn every_op_slow() -> bool {
+pub(crate) fn every_op_slow() -> bool {
     tracing() || super::valgrind::on()
 }
 
@@ -90,7 +90,7 @@ pub(super) fn attach(h: &Heap) -> bool {
 
 /// Records an event of the calling thread, whose heap is `h`: `size` and
 /// `align` (bytes, 0 for the default) for allocations.
-pub fn record(h: &Heap, op: Op, addr: *const u8, size: usize, align: usize) {
+pub(crate) fn record(h: &Heap, op: Op, addr: *const u8, size: usize, align: usize) {
     let b = h.trace.load(Acquire);
     if b.is_null() {
         return;

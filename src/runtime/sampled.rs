@@ -60,7 +60,7 @@ enum Small {
 /// `h` is the calling thread's heap, or the empty heap; `class` is a
 /// class (`< NR_CLASSES`, unchecked).
 #[inline(always)]
-pub unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
+pub(crate) unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the empty heap is only compared; this thread owns any other.
     unsafe {
         if (*h).is_empty_heap() {
@@ -85,7 +85,7 @@ pub unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
 ///
 /// # Safety
 /// `h` is the calling thread's heap (not the empty heap).
-pub unsafe fn alloc_small(
+pub(crate) unsafe fn alloc_small(
     h: *mut Heap,
     class: usize,
     plain: impl FnOnce() -> *mut u8,
@@ -258,7 +258,7 @@ fn on_signal_stack() -> bool {
 /// `b` is a live block with `flags::SAMPLED`, which the caller frees.
 #[cold]
 #[inline(never)]
-pub unsafe fn freed(b: *mut LargeBlock) {
+pub(crate) unsafe fn freed(b: *mut LargeBlock) {
     // SAFETY: the caller owns b; its sample word holds a live record.
     unsafe {
         let r = (*b).sample as *mut Record;
@@ -274,7 +274,7 @@ static ON_DEMAND: AtomicU32 = AtomicU32::new(0);
 /// Writes the profile to `path` (each `%p` the process id), or, for
 /// `None`, to the `PCPALLOC_PROFILE_FILE` path followed by `.1`, `.2`...
 /// Returns 0 or an errno.
-pub fn dump(path: Option<&[u8]>) -> i32 {
+pub(crate) fn dump(path: Option<&[u8]>) -> i32 {
     if !super::process::ensure_init() {
         return libc::ENOSYS;
     }
@@ -350,7 +350,7 @@ fn write_to_path(path: &[u8], suffix: &[u8]) -> i32 {
 /// file, and one line on stderr with the leak report's summary — the
 /// sampled blocks still live. (A process that allocated too little for a
 /// sample — a shell a script runs — writes nothing.)
-pub fn at_exit() {
+pub(crate) fn at_exit() {
     let s = profile::summary();
     if s.samples == 0 {
         return;
@@ -384,7 +384,7 @@ pub fn at_exit() {
 
 /// Gets the unwinder ready at a point where nothing is held (the
 /// library's constructor), if sampling.
-pub fn prepare() {
+pub(crate) fn prepare() {
     if profile::sampling() {
         unwind::prepare();
     }
@@ -395,7 +395,7 @@ pub fn prepare() {
 /// # Safety
 /// `b` is a live block the caller frees.
 #[inline(always)]
-pub unsafe fn on_free(b: *mut LargeBlock) {
+pub(crate) unsafe fn on_free(b: *mut LargeBlock) {
     // SAFETY: forwarded contract.
     unsafe {
         if (*b).flags & flags::SAMPLED != 0 {
@@ -405,4 +405,4 @@ pub unsafe fn on_free(b: *mut LargeBlock) {
 }
 
 /// The page size sampled small objects are served in.
-pub const SAMPLE_ALIGN: usize = PAGE_SIZE;
+pub(crate) const SAMPLE_ALIGN: usize = PAGE_SIZE;

@@ -40,7 +40,7 @@ use super::process::{self, HEAPS, HUGE, PAGES};
 use super::{give_back, memcg};
 
 /// The heap size from which a background thread is worth having.
-pub const BACKGROUND_MIN_BYTES: usize = 16 << 20;
+pub(crate) const BACKGROUND_MIN_BYTES: usize = 16 << 20;
 
 const NOT_STARTED: u8 = 0;
 const STARTING: u8 = 1;
@@ -84,14 +84,14 @@ pub fn tick() -> usize {
 }
 
 /// Ticks run so far (the zone's epoch).
-pub fn ticks() -> u64 {
+pub(crate) fn ticks() -> u64 {
     u64::from(PAGES.zone.epoch())
 }
 
 /// Called on allocation slow paths: runs a due tick inline, or, with the
 /// background thread asked for, starts it when it becomes worthwhile.
 #[inline]
-pub fn on_slow_path() {
+pub(crate) fn on_slow_path() {
     if THREAD.load(Relaxed) == RUNNING {
         return;
     }
@@ -101,7 +101,7 @@ pub fn on_slow_path() {
 /// [`on_slow_path`], then `p`: a fast path's tail call, which keeps
 /// nothing live across the call.
 #[inline(always)]
-pub fn on_slow_path_then<T>(p: *mut T) -> *mut T {
+pub(crate) fn on_slow_path_then<T>(p: *mut T) -> *mut T {
     if THREAD.load(Relaxed) == RUNNING {
         return p;
     }
@@ -154,7 +154,7 @@ const WAITING_MIN_BYTES: usize = 4 << 20;
 /// caches keep goes back at once (`give_back.rs`). One load when the
 /// thread runs.
 #[inline]
-pub fn memory_waiting() {
+pub(crate) fn memory_waiting() {
     if THREAD.load(Relaxed) == RUNNING {
         return;
     }
@@ -183,7 +183,7 @@ fn memory_waiting_cold() {
 /// (started now if asked for and not running) the next ticks give it
 /// back; without one, the tick runs if due, and what waits beyond what
 /// the caches keep goes back now, as after any free (`give_back.rs`).
-pub fn after_thread_exit() {
+pub(crate) fn after_thread_exit() {
     if THREAD.load(Relaxed) == RUNNING {
         return;
     }
@@ -272,7 +272,7 @@ fn give_back_now() {
 /// and what the caches hold past the headroom goes back (`memcg.rs`). A
 /// load and a compare; nothing without a cgroup limit.
 #[inline]
-pub fn after_growth() {
+pub(crate) fn after_growth() {
     if memcg::past_mark(&PAGES.zone.budget) {
         after_growth_cold();
     }

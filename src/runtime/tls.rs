@@ -143,14 +143,14 @@ mod imp {
 /// This thread's heap (the static empty heap until the first slow path).
 #[inline(always)]
 #[cfg(target_arch = "x86_64")]
-pub fn heap() -> *mut Heap {
+pub(crate) fn heap() -> *mut Heap {
     imp::get() as *mut Heap
 }
 
 /// Sets this thread's heap.
 #[inline]
 #[cfg(target_arch = "x86_64")]
-pub fn set_heap(h: *mut Heap) {
+pub(crate) fn set_heap(h: *mut Heap) {
     imp::set(h as usize);
 }
 
@@ -172,17 +172,17 @@ pub fn set_heap(h: *mut Heap) {
 /// whatever it allocates from now on (later key destructors) comes from
 /// the shared late heap (see `late.rs`).
 #[inline]
-pub fn exited() -> bool {
+pub(crate) fn exited() -> bool {
     imp::get_state() == STATE_EXITED
 }
 
 /// Marks this thread as past its exit hook.
-pub fn set_exited() {
+pub(crate) fn set_exited() {
     imp::set_state(STATE_EXITED);
 }
 
 /// In a forked child: the forking thread is alive, whatever it was.
-pub fn set_alive() {
+pub(crate) fn set_alive() {
     imp::set_state(0);
 }
 
@@ -195,7 +195,7 @@ pub(super) static THREAD_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 /// The calling thread's heap if it has one, else the static empty heap
 /// (never null). While tracing, when the TLS pointer stays the empty heap,
 /// it is found through the thread's pthread key.
-pub fn current_heap() -> *mut Heap {
+pub(crate) fn current_heap() -> *mut Heap {
     let h = heap();
     if record::every_op_slow() {
         let k = keyed_heap();

@@ -30,13 +30,13 @@ use crate::sys::valgrind as vg;
 /// Whether the process runs under memcheck (asked once): every block is
 /// then announced.
 #[inline]
-pub fn on() -> bool {
+pub(crate) fn on() -> bool {
     vg::memcheck()
 }
 
 /// Runs `f` (an allocator's slow path) with error reporting stopped.
 #[inline]
-pub fn quietly<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> T {
     vg::quiet(true);
     let r = f();
     vg::quiet(false);
@@ -46,7 +46,7 @@ pub fn quietly<T>(f: impl FnOnce() -> T) -> T {
 /// Runs `f` (the allocator's own work outside malloc and free: a thread's
 /// exit, a flush, a trim, a tick) quietly under valgrind.
 #[inline]
-pub fn own_work<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn own_work<T>(f: impl FnOnce() -> T) -> T {
     if on() {
         quietly(f)
     } else {
@@ -56,7 +56,7 @@ pub fn own_work<T>(f: impl FnOnce() -> T) -> T {
 
 /// Runs allocation `f` quietly and announces the block it returns (zeroed
 /// if `zeroed`) with its usable size.
-pub fn allocation(zeroed: bool, f: impl FnOnce() -> *mut u8) -> *mut u8 {
+pub(crate) fn allocation(zeroed: bool, f: impl FnOnce() -> *mut u8) -> *mut u8 {
     let p = quietly(f);
     if !p.is_null() {
         allocated(p, zeroed);
@@ -97,7 +97,7 @@ unsafe fn usable_size(p: *mut u8) -> usize {
 
 /// Narrows block `p`, announced with its usable size, to the `size` bytes
 /// the Rust allocator was asked for (a small block keeps its two words).
-pub fn narrow(p: *mut u8, size: usize) {
+pub(crate) fn narrow(p: *mut u8, size: usize) {
     // SAFETY: p is a live block of ours.
     let usable = quietly(|| unsafe { usable_size(p) });
     let keep = if usable <= SMALL_MAX { 16 } else { 1 };
@@ -110,12 +110,12 @@ pub fn narrow(p: *mut u8, size: usize) {
 /// Block `p` is about to be freed: withdrawn from memcheck (which reports
 /// a pointer that is not a live block's start) and made quiet for the
 /// free itself, which [`freed`] ends.
-pub fn freeing(p: *mut u8) {
+pub(crate) fn freeing(p: *mut u8) {
     vg::freelike_block(p);
     vg::quiet(true);
 }
 
 /// The free that [`freeing`] began is done.
-pub fn freed() {
+pub(crate) fn freed() {
     vg::quiet(false);
 }

@@ -68,7 +68,7 @@ pub use map::{desc_of, huge_desc, is_ours, lookup, lookup_block, section_base};
 
 const SECTION_MAGIC: u64 = 0x7063_7061_6c6c_6f63; // "pcpalloc"
 /// Pageblocks per section.
-pub const PAGEBLOCKS_PER_SECTION: usize = SECTION_SIZE >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
+pub(crate) const PAGEBLOCKS_PER_SECTION: usize = SECTION_SIZE >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
 /// Words of a bitmap with a bit per pageblock of a section.
 const COLLAPSE_WORDS: usize = PAGEBLOCKS_PER_SECTION.div_ceil(64);
 
@@ -135,7 +135,7 @@ const _: () = assert!(
 /// `h` is a live section header of the process heap's zone, which never
 /// destroys its sections; the caller holds that zone's lock (growth is
 /// serialised, so the check-then-store makes one section primary).
-pub unsafe fn set_primary(h: *mut SectionHeader) {
+pub(crate) unsafe fn set_primary(h: *mut SectionHeader) {
     // SAFETY: a live header (contract); the zone lock serialises the
     // calls.
     unsafe {
@@ -164,13 +164,13 @@ pub fn page_addr(desc: *const Page) -> usize {
 
 /// The header of the section containing `addr`.
 #[inline]
-pub fn header_of(addr: usize) -> *mut SectionHeader {
+pub(crate) fn header_of(addr: usize) -> *mut SectionHeader {
     section_base(addr) as *mut SectionHeader
 }
 
 /// The migratetype of the pageblock containing `addr`.
 #[inline]
-pub fn pageblock_mt(addr: usize) -> MigrateType {
+pub(crate) fn pageblock_mt(addr: usize) -> MigrateType {
     let h = header_of(addr);
     let pb = (addr - section_base(addr)) >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
     // SAFETY: addr is in a live section (caller), whose header is committed
@@ -181,7 +181,7 @@ pub fn pageblock_mt(addr: usize) -> MigrateType {
 
 /// Sets the migratetype of the pageblock containing `addr`.
 #[inline]
-pub fn set_pageblock_mt(addr: usize, mt: MigrateType) {
+pub(crate) fn set_pageblock_mt(addr: usize, mt: MigrateType) {
     let h = header_of(addr);
     let pb = (addr - section_base(addr)) >> (PAGE_SHIFT + PAGEBLOCK_ORDER);
     // SAFETY: as in pageblock_mt.
@@ -196,7 +196,7 @@ const BLOCK_DESC_BYTES: usize = MAX_ORDER_PAGES * PAGE_DESC_SIZE;
 /// where sections go (see `place`), maps the header, writes it and
 /// publishes the section in the list; its blocks are mapped as they go
 /// online. `None` if the OS refuses or all section slots are taken.
-pub fn create(zone: usize) -> Option<*mut SectionHeader> {
+pub(crate) fn create(zone: usize) -> Option<*mut SectionHeader> {
     let (list, slot) = claim_slot()?;
     let (base, whole) = match place(BLOCK_DESC_BYTES) {
         Some(b) => (b, false),
@@ -237,7 +237,7 @@ pub fn create(zone: usize) -> Option<*mut SectionHeader> {
 /// # Safety
 /// `h` is a live section header owned by the caller's zone, whose lock is
 /// held.
-pub unsafe fn free_block_slot(h: *const SectionHeader) -> Option<usize> {
+pub(crate) unsafe fn free_block_slot(h: *const SectionHeader) -> Option<usize> {
     // SAFETY: h is a live header (contract).
     let taken = unsafe { (*h).online.load(Ordering::Relaxed) | (*h).dead } | 1;
     let free = !taken & BLOCK_BITS;
@@ -253,7 +253,7 @@ const BLOCK_BITS: u64 = if SECTION_BLOCKS >= 63 {
 
 /// The addresses of the online blocks of the section at `base` whose
 /// online bitmap is `online`, in address order.
-pub fn online_block_addrs(base: usize, online: u64) -> impl Iterator<Item = usize> {
+pub(crate) fn online_block_addrs(base: usize, online: u64) -> impl Iterator<Item = usize> {
     let mut bits = online & BLOCK_BITS;
     core::iter::from_fn(move || {
         if bits == 0 {
@@ -270,7 +270,7 @@ pub fn online_block_addrs(base: usize, online: u64) -> impl Iterator<Item = usiz
 ///
 /// # Safety
 /// `h` is a live section header.
-pub unsafe fn online_bits(h: *const SectionHeader) -> u64 {
+pub(crate) unsafe fn online_bits(h: *const SectionHeader) -> u64 {
     // SAFETY: forwarded contract.
     unsafe { (*h).online.load(Ordering::Relaxed) }
 }
@@ -284,7 +284,7 @@ pub unsafe fn online_bits(h: *const SectionHeader) -> u64 {
 /// # Safety
 /// `h` is a live section header owned by the caller's zone, whose lock is
 /// held; `block` is neither online nor dead.
-pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
+pub(crate) unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
     let addr = h as usize + block * MAX_ORDER_BYTES;
     let bit = 1u64 << block;
     // SAFETY: h is a live header, guarded by the lock we hold (contract).
@@ -330,7 +330,7 @@ pub unsafe fn commit_block(h: *mut SectionHeader, block: usize) -> bool {
 /// # Safety
 /// `h` is a live section header owned by the caller's zone, whose lock is
 /// held.
-pub unsafe fn is_dead(h: *const SectionHeader, block: usize) -> bool {
+pub(crate) unsafe fn is_dead(h: *const SectionHeader, block: usize) -> bool {
     // SAFETY: forwarded contract.
     unsafe { (*h).dead & (1u64 << block) != 0 }
 }
@@ -346,7 +346,7 @@ pub unsafe fn is_dead(h: *const SectionHeader, block: usize) -> bool {
 /// online and nobody uses its memory or will until it is online again.
 /// The zone lock need not be held during the call, but the block must be
 /// kept from going online meanwhile (it stays online until this returns).
-pub unsafe fn decommit_block(h: *mut SectionHeader, block: usize) -> bool {
+pub(crate) unsafe fn decommit_block(h: *mut SectionHeader, block: usize) -> bool {
     let addr = h as usize + block * MAX_ORDER_BYTES;
     let ok = sys::decommit(addr as *mut u8, MAX_ORDER_BYTES);
     if ok {
@@ -360,7 +360,7 @@ pub unsafe fn decommit_block(h: *mut SectionHeader, block: usize) -> bool {
 ///
 /// # Safety
 /// As [`commit_block`]: the zone lock is held.
-pub unsafe fn set_offline(h: *mut SectionHeader, block: usize) {
+pub(crate) unsafe fn set_offline(h: *mut SectionHeader, block: usize) {
     // SAFETY: forwarded contract.
     unsafe { (*h).online.fetch_and(!(1u64 << block), Ordering::Relaxed) };
 }
@@ -370,7 +370,7 @@ pub unsafe fn set_offline(h: *mut SectionHeader, block: usize) {
 /// # Safety
 /// Nothing may use any address in the section or its descriptors ever
 /// again. Only test zones are destroyed.
-pub unsafe fn destroy(h: *mut SectionHeader) {
+pub(crate) unsafe fn destroy(h: *mut SectionHeader) {
     let base = h as usize;
     // SAFETY: h is a live header (contract).
     let (slot, online, whole, held, described) = unsafe {
@@ -412,7 +412,7 @@ pub unsafe fn destroy(h: *mut SectionHeader) {
 /// Calls `f` with the header of every live section of zone `zone`. Only
 /// the zone's own sections are touched, so another zone destroying its
 /// sections concurrently (tests) cannot fault this walk.
-pub fn for_each(zone: usize, mut f: impl FnMut(*mut SectionHeader)) {
+pub(crate) fn for_each(zone: usize, mut f: impl FnMut(*mut SectionHeader)) {
     list::for_each_base(zone, |base| f(base as *mut SectionHeader));
 }
 
@@ -420,7 +420,7 @@ pub fn for_each(zone: usize, mut f: impl FnMut(*mut SectionHeader)) {
 ///
 /// # Safety
 /// `h` is the header of a live section.
-pub unsafe fn header_ok(h: *const SectionHeader) -> bool {
+pub(crate) unsafe fn header_ok(h: *const SectionHeader) -> bool {
     // SAFETY: the caller passes the header of a live section.
     unsafe { (*h).magic == SECTION_MAGIC }
 }

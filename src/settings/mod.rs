@@ -38,7 +38,7 @@ pub use state::*;
 use table::TABLE;
 
 /// No value set.
-pub const CONFIG_UNSET: ConfigValues = [ConfigValue::Unset; NR_TUNABLES];
+pub(crate) const CONFIG_UNSET: ConfigValues = [ConfigValue::Unset; NR_TUNABLES];
 
 /// Which settings a `Config` set (bit i for `TUNABLES[i]`), so a bad
 /// environment value says it keeps the `Config`'s.
@@ -48,7 +48,7 @@ static CONFIG_SET: AtomicU32 = AtomicU32::new(0);
 /// overrides them). Each goes through its setting's parser; a refused one
 /// gets one line on stderr, as a bad environment value does, and the
 /// default stays.
-pub fn apply_config(values: &ConfigValues) {
+pub(crate) fn apply_config(values: &ConfigValues) {
     for (i, (t, v)) in TABLE.iter().zip(values).enumerate() {
         let mut text = FixedBuf::<{ STATS_FILE_MAX + 16 }>::new();
         if !write_value(&mut text, v) {
@@ -96,7 +96,7 @@ pub static TUNABLES: &[Tunable] = &TABLE;
 
 /// The index of the setting `name` in [`TUNABLES`] (a compile-time error
 /// in a constant when there is none).
-pub const fn index_of(name: &str) -> usize {
+pub(crate) const fn index_of(name: &str) -> usize {
     let mut i = 0;
     while i < NR_TUNABLES {
         if bytes_eq(TABLE[i].name.as_bytes(), name.as_bytes()) {
@@ -123,7 +123,7 @@ const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// The setting named `name`: its variable (`PCPALLOC_DECAY_MS`) or its
 /// `Config` method's name (`decay_ms`).
-pub fn find(name: &[u8]) -> Option<&'static Tunable> {
+pub(crate) fn find(name: &[u8]) -> Option<&'static Tunable> {
     TUNABLES
         .iter()
         .find(|t| t.name.as_bytes() == name || t.config.as_bytes() == name)
@@ -131,7 +131,7 @@ pub fn find(name: &[u8]) -> Option<&'static Tunable> {
 
 /// Writes every setting in force as `NAME value` lines (the report's
 /// header), with `knobs` the page allocator's.
-pub fn write_settings(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
+pub(crate) fn write_settings(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
     for t in TUNABLES {
         w.write_str(t.name)?;
         w.write_str(" ")?;
@@ -145,7 +145,7 @@ pub fn write_settings(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
 /// (`"NAME":value`, comma-separated; the braces are the caller's): a
 /// value that is a whole number (`1000`) as a JSON number, any other
 /// (`none`, `64M`, `cpu`) as a string.
-pub fn write_settings_json(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
+pub(crate) fn write_settings_json(w: &mut dyn Write, knobs: &Knobs) -> fmt::Result {
     for (i, t) in TUNABLES.iter().enumerate() {
         let mut v = FixedBuf::<{ STATS_FILE_MAX + 16 }>::new();
         (t.show)(&mut v, knobs)?;
@@ -198,7 +198,7 @@ fn warn(i: usize, value: &[u8], reason: &str) {
 /// get one stderr line each and keep the default; so does a `PCPALLOC_`
 /// name that is not one of ours (a misspelling). Nothing is read in a
 /// setuid or setgid program.
-pub fn load_from_env() {
+pub(crate) fn load_from_env() {
     // As glibc does for MALLOC_*: a setuid or setgid program ignores us.
     if sys::secure_mode() {
         return;

@@ -20,21 +20,21 @@ pub enum PcpMode {
 }
 
 /// Default maintenance tick.
-pub const DEFAULT_DECAY_MS: u32 = 1000;
+pub(crate) const DEFAULT_DECAY_MS: u32 = 1000;
 /// Largest `PCPALLOC_DIRTY_RATIO`, in percent.
-pub const DIRTY_RATIO_MAX: usize = 1000;
+pub(crate) const DIRTY_RATIO_MAX: usize = 1000;
 
 /// The knobs the environment asked for (read at init).
 static KNOBS: AtomicU32 = AtomicU32::new(Knobs::DEFAULT.to_bits());
 
 /// The knobs the environment asked for.
-pub fn env_knobs() -> Knobs {
+pub(crate) fn env_knobs() -> Knobs {
     Knobs::from_bits(KNOBS.load(Relaxed))
 }
 
 /// Makes `k` (the knobs the page allocator runs with) the base a
 /// setting changed at run time starts from.
-pub fn sync_knobs(k: Knobs) {
+pub(crate) fn sync_knobs(k: Knobs) {
     KNOBS.store(k.to_bits(), Relaxed);
 }
 
@@ -133,7 +133,7 @@ impl Settings {
 /// the text the environment would give and parsed by the setting's own
 /// `apply`, so code and environment take exactly the same values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfigValue {
+pub(crate) enum ConfigValue {
     /// Not set: the default (or the environment's value) stays.
     Unset,
     /// A number, written in decimal.
@@ -148,17 +148,17 @@ pub enum ConfigValue {
 }
 
 /// One value per entry of [`TUNABLES`], in its order.
-pub type ConfigValues = [ConfigValue; NR_TUNABLES];
+pub(crate) type ConfigValues = [ConfigValue; NR_TUNABLES];
 
 /// Shortest maintenance tick.
-pub const DECAY_MS_MIN: u32 = 10;
+pub(crate) const DECAY_MS_MIN: u32 = 10;
 /// Longest maintenance tick.
-pub const DECAY_MS_MAX: u32 = 60_000;
+pub(crate) const DECAY_MS_MAX: u32 = 60_000;
 /// Smallest memory limit (one MAX_ORDER block of zone plus room to grow).
-pub const MEMORY_LIMIT_MIN: u64 = 4 << 20;
+pub(crate) const MEMORY_LIMIT_MIN: u64 = 4 << 20;
 
 /// Why a value was refused.
-pub type Verdict = Result<(), &'static str>;
+pub(crate) type Verdict = Result<(), &'static str>;
 
 /// Whether, and how, a setting can change while the program runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,7 +199,7 @@ pub struct Tunable {
 }
 
 /// How many settings there are.
-pub const NR_TUNABLES: usize = 20;
+pub(crate) const NR_TUNABLES: usize = 20;
 
 pub(super) fn show_bool(w: &mut dyn Write, cell: &AtomicBool) -> fmt::Result {
     w.write_str(if cell.load(Relaxed) { "1" } else { "0" })

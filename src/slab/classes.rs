@@ -23,9 +23,9 @@
 use crate::geometry::{PAGE_SHIFT, PAGE_SIZE, SMALL_MAX};
 
 /// Smallest class (every block holds a free-list link and a free key).
-pub const MIN_CLASS_SIZE: usize = 16;
+pub(crate) const MIN_CLASS_SIZE: usize = 16;
 /// The alignment of every block (every class is a multiple of it).
-pub const QUANTUM: usize = 16;
+pub(crate) const QUANTUM: usize = 16;
 /// Number of size classes.
 pub const NR_CLASSES: usize = 128 / QUANTUM + 6 * 8;
 /// Size lookups go through a table indexed by `(size + 15) / 16`.
@@ -60,7 +60,7 @@ pub static CLASS_SIZE: [u32; NR_CLASSES] = build_sizes();
 
 /// log2 of the stride of a heap's bins (`bin::Bin`, which asserts it):
 /// the bin of class `c` is `c << BIN_SHIFT` bytes into the bins.
-pub const BIN_SHIFT: u32 = 4;
+pub(crate) const BIN_SHIFT: u32 = 4;
 
 /// The bin offset (`class << BIN_SHIFT`) of each `(size + 15) / 16`: the
 /// one size table, behind both [`bin_offset_of`] (malloc's fast path, one
@@ -86,7 +86,7 @@ static BIN_OFFSET_OF: [u16; LOOKUP_LEN] = build_lookup();
 /// The offset into a heap's bins of the bin for a request of `size` ≤
 /// SMALL_MAX bytes (its class is the offset `>> BIN_SHIFT`).
 #[inline(always)]
-pub fn bin_offset_of(size: usize) -> usize {
+pub(crate) fn bin_offset_of(size: usize) -> usize {
     debug_assert!(size <= SMALL_MAX);
     // The table covers every size up to SMALL_MAX.
     BIN_OFFSET_OF[(size + QUANTUM - 1) >> QUANTUM.trailing_zeros()] as usize
@@ -111,7 +111,7 @@ pub fn class_of(size: usize) -> usize {
 /// mean.
 pub const SLAB_ORDER: u32 = 3;
 /// Pages of a slab.
-pub const SLAB_PAGES: usize = 1 << SLAB_ORDER;
+pub(crate) const SLAB_PAGES: usize = 1 << SLAB_ORDER;
 
 const fn build_capacity() -> [u16; NR_CLASSES] {
     let sizes = build_sizes();
@@ -128,7 +128,7 @@ const fn build_capacity() -> [u16; NR_CLASSES] {
 pub static CAPACITY: [u16; NR_CLASSES] = build_capacity();
 
 /// The most objects a slab of any class holds (a refill's most).
-pub const MAX_CAPACITY: u16 = {
+pub(crate) const MAX_CAPACITY: u16 = {
     let cap = build_capacity();
     let mut m = 0;
     let mut c = 0;
@@ -163,7 +163,7 @@ const fn inverse_mod_2_16(d: u16) -> u16 {
 /// otherwise — so `q < capacity` is exactly "off starts one of the
 /// objects". `slab::init` copies both into the slab's descriptor.
 #[derive(Clone, Copy)]
-pub struct ClassInfo {
+pub(crate) struct ClassInfo {
     /// The inverse of the odd part of the size, modulo 2^16.
     pub inverse: u16,
     /// Trailing zero bits of the size.
@@ -190,7 +190,7 @@ const fn build_info() -> [ClassInfo; NR_CLASSES] {
 }
 
 /// Per-class facts for the free path.
-pub static CLASS_INFO: [ClassInfo; NR_CLASSES] = build_info();
+pub(crate) static CLASS_INFO: [ClassInfo; NR_CLASSES] = build_info();
 
 /// The index of the object at byte offset `off` < 2^16 of a slab whose
 /// class has `inverse`, `shift` and `capacity`, if `off` is exactly the
@@ -198,7 +198,7 @@ pub static CLASS_INFO: [ClassInfo; NR_CLASSES] = build_info();
 /// times `inverse` (mod 2^16). The slab's object check computes it as
 /// `p * inverse - base * inverse`, which is `(p - base) * inverse`.
 #[inline(always)]
-pub fn object_index_scaled(scaled: u16, shift: u8, capacity: u16) -> Option<usize> {
+pub(crate) fn object_index_scaled(scaled: u16, shift: u8, capacity: u16) -> Option<usize> {
     let q = scaled.rotate_right(u32::from(shift));
     (q < capacity).then_some(q as usize)
 }
@@ -206,7 +206,7 @@ pub fn object_index_scaled(scaled: u16, shift: u8, capacity: u16) -> Option<usiz
 /// The smallest class that holds `size` bytes at alignment `align` (a power
 /// of two, at most 8192 for slabs: a power-of-two class is aligned to its
 /// size, up to its slab's), if any.
-pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
+pub(crate) fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
     if size > SMALL_MAX || align > PAGE_SIZE << 1 {
         return None;
     }
@@ -217,7 +217,7 @@ pub fn class_for_aligned(size: usize, align: usize) -> Option<usize> {
 
 /// The alignment every object of class `c` has: the largest power of two
 /// dividing its size, capped by the slab's own alignment.
-pub fn slab_align(c: usize) -> usize {
+pub(crate) fn slab_align(c: usize) -> usize {
     let size = CLASS_SIZE[c] as usize;
     let pow = 1usize << size.trailing_zeros();
     pow.min(PAGE_SIZE << SLAB_ORDER)

@@ -8,10 +8,10 @@
 //! - `remote_list.rs`: a slab's remote list (its `thread_free` word and
 //!   the flags the owner learns from).
 
-pub mod classes;
-pub mod object;
-pub mod remote_list;
+pub(crate) mod classes;
+pub(crate) mod object;
+pub(crate) mod remote_list;
 #[allow(clippy::module_inception)]
-pub mod slab;
+pub(crate) mod slab;
 
 pub use slab::Slab;

@@ -7,7 +7,7 @@
 /// A free object (or one being freed). Every size class is at least two
 /// words, so both words are the object's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FreeObject(*mut usize);
+pub(crate) struct FreeObject(*mut usize);
 
 const _: () = assert!(super::classes::MIN_CLASS_SIZE >= 2 * core::mem::size_of::<usize>());
 
@@ -19,13 +19,13 @@ impl FreeObject {
     /// [`holds`](Self::holds) alone, a pointer into a slab whose two words
     /// there are readable.
     #[inline(always)]
-    pub unsafe fn at(p: *mut u8) -> FreeObject {
+    pub(crate) unsafe fn at(p: *mut u8) -> FreeObject {
         FreeObject(p.cast())
     }
 
     /// Its address.
     #[inline(always)]
-    pub fn addr(self) -> *mut u8 {
+    pub(crate) fn addr(self) -> *mut u8 {
         self.0.cast()
     }
 
@@ -34,7 +34,7 @@ impl FreeObject {
     /// # Safety
     /// The object is on a list of free objects the caller may read.
     #[inline(always)]
-    pub unsafe fn next(self) -> *mut u8 {
+    pub(crate) unsafe fn next(self) -> *mut u8 {
         // SAFETY: word 0 is the object's (contract).
         unsafe { self.0.read() as *mut u8 }
     }
@@ -45,7 +45,7 @@ impl FreeObject {
     /// Nobody else uses the object (it is being freed, or is on a list the
     /// caller owns).
     #[inline(always)]
-    pub unsafe fn set_next(self, next: *mut u8) {
+    pub(crate) unsafe fn set_next(self, next: *mut u8) {
         // SAFETY: as above.
         unsafe { self.0.write(next as usize) }
     }
@@ -56,7 +56,7 @@ impl FreeObject {
     /// # Safety
     /// As [`at`](Self::at).
     #[inline(always)]
-    pub unsafe fn holds(self, key: usize) -> bool {
+    pub(crate) unsafe fn holds(self, key: usize) -> bool {
         // SAFETY: word 1 is readable (contract).
         unsafe { self.0.add(1).read() == key }
     }
@@ -66,7 +66,7 @@ impl FreeObject {
     /// # Safety
     /// As [`set_next`](Self::set_next).
     #[inline(always)]
-    pub unsafe fn mark(self, key: usize) {
+    pub(crate) unsafe fn mark(self, key: usize) {
         // SAFETY: as above.
         unsafe { self.0.add(1).write(key) }
     }
@@ -76,7 +76,7 @@ impl FreeObject {
     /// # Safety
     /// As [`set_next`](Self::set_next).
     #[inline(always)]
-    pub unsafe fn unmark(self) {
+    pub(crate) unsafe fn unmark(self) {
         // SAFETY: as above.
         unsafe { self.0.add(1).write(0) }
     }

@@ -54,7 +54,7 @@ use super::slab::{
 /// # Safety
 /// `s` is a live slab of a heap whose lists the caller holds.
 #[inline]
-pub unsafe fn all_free(s: *const Slab) -> bool {
+pub(crate) unsafe fn all_free(s: *const Slab) -> bool {
     // SAFETY: atomic views of a live descriptor (contract).
     unsafe {
         let u = AtomicU16::from_ptr(core::ptr::addr_of!((*s).used).cast_mut()).load(Acquire);
@@ -67,7 +67,7 @@ pub unsafe fn all_free(s: *const Slab) -> bool {
 /// # Safety
 /// `s` is a live slab.
 #[inline]
-pub unsafe fn is_queued(s: *const Slab) -> bool {
+pub(crate) unsafe fn is_queued(s: *const Slab) -> bool {
     // SAFETY: an atomic of a live descriptor.
     unsafe { (*s).thread_free.load(Acquire) & QUEUED != 0 }
 }
@@ -78,7 +78,7 @@ pub unsafe fn is_queued(s: *const Slab) -> bool {
 /// # Safety
 /// The caller holds the heap's lists and took `s` off the emptied stack.
 #[inline]
-pub unsafe fn clear_queued(s: *mut Slab) {
+pub(crate) unsafe fn clear_queued(s: *mut Slab) {
     // SAFETY: an atomic of a live descriptor.
     unsafe { (*s).thread_free.fetch_and(!QUEUED, AcqRel) };
 }
@@ -88,7 +88,7 @@ pub unsafe fn clear_queued(s: *mut Slab) {
 /// unused; the slab's own `next` may hold the partial list). Written by
 /// the freer that set QUEUED, read by whoever takes the stack.
 #[inline(always)]
-pub fn emptied_link(s: *mut Slab) -> *mut *mut Slab {
+pub(crate) fn emptied_link(s: *mut Slab) -> *mut *mut Slab {
     const _: () = assert!(classes::SLAB_PAGES > 1);
     // The descriptors of a slab's pages are consecutive (`free_view`).
     let t = Slab::page(s).wrapping_add(1);
@@ -100,7 +100,7 @@ pub fn emptied_link(s: *mut Slab) -> *mut *mut Slab {
 ///
 /// # Safety
 /// `s` is a slab owned by the calling heap.
-pub unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
+pub(crate) unsafe fn collect_thread_free(s: *mut Slab) -> u32 {
     // SAFETY: only the owner swaps thread_free out; the objects on it are
     // free and ours to relink.
     unsafe {
@@ -170,7 +170,7 @@ impl Pushed {
 /// thread that does not own the slab, and nobody uses them; `n` counts
 /// them.
 #[inline]
-pub unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -> Pushed {
+pub(crate) unsafe fn push_remote(s: *mut Slab, first: *mut u8, last: *mut u8, n: u32) -> Pushed {
     debug_assert!(first as usize & !TF_PTR_MASK == 0);
     // SAFETY: the chain is ours (contract); after the CAS it belongs to
     // the list, which only the owner takes.
@@ -238,7 +238,7 @@ unsafe fn push_remote_flagged(s: *mut Slab, first: *mut u8, last: *mut u8, n: u3
 /// # Safety
 /// `s` is owned by the calling heap, is on no list, and its `free` list
 /// and untouched tail are empty.
-pub unsafe fn mark_full(s: *mut Slab) -> bool {
+pub(crate) unsafe fn mark_full(s: *mut Slab) -> bool {
     // SAFETY: owner-only fields; thread_free by CAS. QUEUED may be set (a
     // slab refilled from while on the emptied stack) and stays; only the
     // stack's reader clears it, under the lists the caller holds.
@@ -264,7 +264,7 @@ pub unsafe fn mark_full(s: *mut Slab) -> bool {
 ///
 /// # Safety
 /// `s` is owned by the calling heap and marked IN_FULL.
-pub unsafe fn unmark_full(s: *mut Slab) -> bool {
+pub(crate) unsafe fn unmark_full(s: *mut Slab) -> bool {
     // SAFETY: owner-only fields; thread_free by CAS (QUEUED kept, as in
     // `mark_full`).
     unsafe {

@@ -45,11 +45,11 @@ use super::object::FreeObject;
 
 /// Low bit of `thread_free`: the slab is full and its owner wants to hear
 /// about the next remote free.
-pub const FULL_NOTIFY: usize = 1;
+pub(crate) const FULL_NOTIFY: usize = 1;
 /// Bit 1 of `thread_free`: a remote free left every object of the slab
 /// free, and the slab is on its owner heap's emptied stack (or on its way
 /// there). See the module docs.
-pub const QUEUED: usize = 2;
+pub(crate) const QUEUED: usize = 2;
 /// The flag bits of `thread_free` (objects are 16-byte aligned, so a list
 /// head never has them).
 pub(super) const TF_FLAGS: usize = FULL_NOTIFY | QUEUED;
@@ -74,7 +74,7 @@ pub fn tf_count(tf: usize) -> u32 {
 }
 /// `flags`: the slab is full and on no list; a local free or a delayed-free
 /// notice brings it back to the partial list.
-pub const IN_FULL: u8 = 1 << 1;
+pub(crate) const IN_FULL: u8 = 1 << 1;
 /// Bytes carved from a slab's untouched tail at a time: a page, whose
 /// objects' links the carving writes. A class of a few KiB thus gets one
 /// or two objects a slow path while its slabs fill; carving 16 at least
@@ -229,7 +229,7 @@ impl Slab {
 /// # Safety
 /// `head` heads a block the caller owns, of order `classes::SLAB_ORDER`
 /// (a buddy block of that order is aligned to its size).
-pub unsafe fn init(head: *mut Page, class: usize, owner: *mut u8) -> *mut Slab {
+pub(crate) unsafe fn init(head: *mut Page, class: usize, owner: *mut u8) -> *mut Slab {
     let s = Slab::from_page(head);
     // Every free finds its slab by masking (`lookup`): a slab off its
     // alignment would take its neighbours' frees. Checked on this cold
@@ -303,7 +303,7 @@ unsafe fn set_class(s: *mut Slab, class: usize) {
 /// read through the result unless `d` is a live slab's page (its `head`
 /// non-null).
 #[inline(always)]
-pub fn free_view(d: *mut Page) -> *mut Slab {
+pub(crate) fn free_view(d: *mut Page) -> *mut Slab {
     (d as usize & !(classes::SLAB_PAGES * PAGE_DESC_SIZE - 1)) as *mut Slab
 }
 
@@ -324,7 +324,7 @@ pub fn free_view(d: *mut Page) -> *mut Slab {
 /// races with: a benign race on plain bytes, as with `Slab::fixed_owner`'s
 /// read of a dead slab.
 #[inline(always)]
-pub fn lookup(addr: usize) -> Option<*mut Slab> {
+pub(crate) fn lookup(addr: usize) -> Option<*mut Slab> {
     section::lookup_block(addr, classes::SLAB_ORDER).map(Slab::from_page)
 }
 
@@ -337,7 +337,7 @@ pub fn lookup(addr: usize) -> Option<*mut Slab> {
 /// # Safety
 /// `s` is a live slab and `p` lies in its pages.
 #[inline(always)]
-pub unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
+pub(crate) unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
     // SAFETY: forwarded contract; the fields were set by init together.
     unsafe {
         classes::object_index_scaled(
@@ -355,7 +355,7 @@ pub unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
 /// # Safety
 /// `s` is a live slab.
 #[inline]
-pub unsafe fn object_size(s: *const Slab) -> usize {
+pub(crate) unsafe fn object_size(s: *const Slab) -> usize {
     // SAFETY: forwarded contract; a live slab's class is a class index
     // (set by `set_class`), so the table read is in range.
     unsafe {
@@ -371,7 +371,7 @@ pub unsafe fn object_size(s: *const Slab) -> usize {
 /// # Safety
 /// `s` is a slab owned by the calling heap, with no live object, no
 /// pending remote free, and on no list.
-pub unsafe fn reinit(s: *mut Slab, class: usize) {
+pub(crate) unsafe fn reinit(s: *mut Slab, class: usize) {
     // SAFETY: the caller owns the slab; nobody else may touch its objects.
     unsafe {
         debug_assert_eq!(used(s), 0);
@@ -388,7 +388,7 @@ pub unsafe fn reinit(s: *mut Slab, class: usize) {
 ///
 /// # Safety
 /// `s` is a slab with no live objects, owned by the caller.
-pub unsafe fn fini(s: *mut Slab) -> *mut Page {
+pub(crate) unsafe fn fini(s: *mut Slab) -> *mut Page {
     let head = Slab::page(s);
     // SAFETY: the caller owns the slab and its descriptors.
     unsafe {
@@ -413,7 +413,7 @@ pub unsafe fn fini(s: *mut Slab) -> *mut Page {
 /// # Safety
 /// `s` is owned by the calling heap.
 #[inline]
-pub unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
+pub(crate) unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
     // SAFETY: owner-only fields; the objects on `free` become the caller's.
     unsafe {
         let head = core::mem::replace(&mut (*s).free, core::ptr::null_mut());
@@ -440,7 +440,7 @@ pub unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
 /// The calling heap owns `s`; `p` is an object of `s` that the slab counts
 /// as in use and nobody uses (it carries the free key already).
 #[inline]
-pub unsafe fn give_back(s: *mut Slab, p: *mut u8) -> bool {
+pub(crate) unsafe fn give_back(s: *mut Slab, p: *mut u8) -> bool {
     // SAFETY: owner-only fields (`free`); p is ours to relink (contract);
     // `used` through its atomic view.
     unsafe {
@@ -460,7 +460,7 @@ pub unsafe fn give_back(s: *mut Slab, p: *mut u8) -> bool {
 /// `s` is a slab descriptor (live, or one whose block the caller knows
 /// stays a descriptor).
 #[inline(always)]
-pub unsafe fn used(s: *const Slab) -> u16 {
+pub(crate) unsafe fn used(s: *const Slab) -> u16 {
     // SAFETY: an aligned u16 inside the descriptor, only ever accessed
     // atomically while other threads may.
     unsafe { AtomicU16::from_ptr(core::ptr::addr_of!((*s).used).cast_mut()).load(Relaxed) }
@@ -471,7 +471,7 @@ pub unsafe fn used(s: *const Slab) -> u16 {
 /// # Safety
 /// The caller owns `s` (or holds its heap's lists, see `emptied.rs`).
 #[inline(always)]
-pub unsafe fn set_used(s: *mut Slab, n: u16) {
+pub(crate) unsafe fn set_used(s: *mut Slab, n: u16) {
     // SAFETY: as in `used`.
     unsafe { AtomicU16::from_ptr(core::ptr::addr_of_mut!((*s).used)).store(n, Release) }
 }
@@ -481,7 +481,7 @@ pub unsafe fn set_used(s: *mut Slab, n: u16) {
 /// # Safety
 /// As [`used`].
 #[inline(always)]
-pub unsafe fn in_full(s: *const Slab) -> bool {
+pub(crate) unsafe fn in_full(s: *const Slab) -> bool {
     // SAFETY: an aligned byte of the descriptor, accessed atomically.
     unsafe {
         AtomicU8::from_ptr(core::ptr::addr_of!((*s).flags).cast_mut()).load(Relaxed) & IN_FULL != 0
@@ -493,7 +493,7 @@ pub unsafe fn in_full(s: *const Slab) -> bool {
 /// # Safety
 /// As [`set_used`].
 #[inline(always)]
-pub unsafe fn set_in_full(s: *mut Slab, full: bool) {
+pub(crate) unsafe fn set_in_full(s: *mut Slab, full: bool) {
     // SAFETY: as in `in_full`; only the owner (or a holder of the heap's
     // lists) writes the flags, so load and store lose nothing.
     unsafe {
@@ -508,7 +508,7 @@ pub unsafe fn set_in_full(s: *mut Slab, full: bool) {
 ///
 /// # Safety
 /// `s` is a slab owned by the calling heap.
-pub unsafe fn extend(s: *mut Slab) -> bool {
+pub(crate) unsafe fn extend(s: *mut Slab) -> bool {
     // SAFETY: the owner has exclusive use of free/reserved and of the
     // never-handed-out objects it writes.
     unsafe {
@@ -548,7 +548,7 @@ pub unsafe fn extend(s: *mut Slab) -> bool {
 ///
 /// # Safety
 /// `p` is a list of free objects of a live slab of `cap` objects.
-pub unsafe fn list_len(mut p: *mut u8, cap: u16) -> usize {
+pub(crate) unsafe fn list_len(mut p: *mut u8, cap: u16) -> usize {
     let mut n = 0;
     while !p.is_null() {
         n += 1;

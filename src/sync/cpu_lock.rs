@@ -31,7 +31,7 @@ const PLAIN: usize = 2;
 
 /// See the module docs. The word comes first (a pageset's first word).
 #[repr(C)]
-pub struct CpuLock {
+pub(crate) struct CpuLock {
     word: AtomicUsize,
     /// The index (CPU number or mm_cid) whose sections take this word, or
     /// NO_FENCE.
@@ -40,7 +40,7 @@ pub struct CpuLock {
 
 impl CpuLock {
     /// An unlocked lock that no critical section reaches.
-    pub const fn new() -> CpuLock {
+    pub(crate) const fn new() -> CpuLock {
         CpuLock {
             word: AtomicUsize::new(0),
             fence: AtomicUsize::new(NO_FENCE),
@@ -49,19 +49,19 @@ impl CpuLock {
 
     /// The word, for the critical section (`sys::rseq::lock_local`).
     #[inline(always)]
-    pub fn word(&self) -> &AtomicUsize {
+    pub(crate) fn word(&self) -> &AtomicUsize {
         &self.word
     }
 
     /// Says that critical sections of index `index` take this lock (once,
     /// before any does).
-    pub fn set_fence(&self, index: usize) {
+    pub(crate) fn set_fence(&self, index: usize) {
         self.fence.store(index, Ordering::Relaxed);
     }
 
     /// Takes the lock if it is free right now (from anywhere).
     #[inline]
-    pub fn try_lock(&self) -> bool {
+    pub(crate) fn try_lock(&self) -> bool {
         if self.word.load(Ordering::Relaxed) != 0 {
             return false;
         }
@@ -100,7 +100,7 @@ impl CpuLock {
     }
 
     /// Takes the lock, spinning and yielding until it is free.
-    pub fn lock(&self) {
+    pub(crate) fn lock(&self) {
         if self.try_lock() || pass_for_fork(self.addr()) {
             return;
         }
@@ -110,7 +110,7 @@ impl CpuLock {
     /// Swaps the word for this thread's value, spinning until it is free,
     /// without the fence: [`confirm`](Self::confirm) after one
     /// `sys::rseq::fence_all` for many locks (fork's prepare).
-    pub fn lock_unfenced(&self) {
+    pub(crate) fn lock_unfenced(&self) {
         let me = this_thread();
         spin_until(|| {
             self.word
@@ -122,7 +122,7 @@ impl CpuLock {
     /// After [`lock_unfenced`](Self::lock_unfenced) and a fence on every
     /// CPU: makes sure the lock is ours (a local commit that raced the
     /// swap is waited for, and the lock taken again).
-    pub fn confirm(&self) {
+    pub(crate) fn confirm(&self) {
         if self.word.load(Ordering::Acquire) != this_thread() {
             self.lock();
         }
@@ -134,7 +134,7 @@ impl CpuLock {
     /// # Safety
     /// The caller holds it.
     #[inline]
-    pub unsafe fn unlock(&self) {
+    pub(crate) unsafe fn unlock(&self) {
         if passing_for_fork() && unpass_for_fork(self.addr()) {
             return;
         }
@@ -150,7 +150,7 @@ impl CpuLock {
     ///
     /// # Safety
     /// Only right after fork, before any other use.
-    pub unsafe fn force_unlock(&self) {
+    pub(crate) unsafe fn force_unlock(&self) {
         self.word.store(0, Ordering::Release);
     }
 }

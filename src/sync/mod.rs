@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 
 use crate::sys;
 
-pub mod cpu_lock;
+pub(crate) mod cpu_lock;
 
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
@@ -172,7 +172,7 @@ impl Default for RawLock {
 /// Adds to a counter that only one thread at a time writes (the lock
 /// holder), without a read-modify-write atomic.
 #[inline]
-pub fn bump(c: &AtomicU64, by: u64) {
+pub(crate) fn bump(c: &AtomicU64, by: u64) {
     c.store(
         c.load(Ordering::Relaxed).wrapping_add(by),
         Ordering::Relaxed,
@@ -209,7 +209,7 @@ fn futex_wake(word: &AtomicU32) {
 }
 
 /// Spins, then yields, until `done` says so.
-pub fn spin_until(mut done: impl FnMut() -> bool) {
+pub(crate) fn spin_until(mut done: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while !done() {
         spins += 1;
@@ -223,13 +223,13 @@ pub fn spin_until(mut done: impl FnMut() -> bool) {
 
 /// A lock that the fast paths only ever try (the pageset lock). Waiting
 /// for it, which only maintenance, drain-all and fork do, spins and yields.
-pub struct TryLock {
+pub(crate) struct TryLock {
     held: AtomicBool,
 }
 
 impl TryLock {
     /// An unlocked lock.
-    pub const fn new() -> TryLock {
+    pub(crate) const fn new() -> TryLock {
         TryLock {
             held: AtomicBool::new(false),
         }
@@ -237,7 +237,7 @@ impl TryLock {
 
     /// Takes the lock if it is free right now.
     #[inline]
-    pub fn try_lock(&self) -> bool {
+    pub(crate) fn try_lock(&self) -> bool {
         !self.held.load(Ordering::Relaxed)
             && self
                 .held
@@ -246,7 +246,7 @@ impl TryLock {
     }
 
     /// Takes the lock, spinning and yielding until it is free.
-    pub fn lock(&self) {
+    pub(crate) fn lock(&self) {
         if self.try_lock() || pass_for_fork(self.addr()) {
             return;
         }
@@ -258,7 +258,7 @@ impl TryLock {
     /// # Safety
     /// The caller holds it.
     #[inline]
-    pub unsafe fn unlock(&self) {
+    pub(crate) unsafe fn unlock(&self) {
         if passing_for_fork() && unpass_for_fork(self.addr()) {
             return;
         }
@@ -273,7 +273,7 @@ impl TryLock {
     ///
     /// # Safety
     /// Only in the child after fork, before any other use.
-    pub unsafe fn force_unlock(&self) {
+    pub(crate) unsafe fn force_unlock(&self) {
         self.held.store(false, Ordering::Relaxed);
     }
 }
@@ -294,7 +294,7 @@ impl Default for TryLock {
 ///
 /// If the kernel lacks MEMBARRIER_CMD_PRIVATE_EXPEDITED, the owner simply
 /// takes the inner lock as everyone else does.
-pub struct BiasedLock {
+pub(crate) struct BiasedLock {
     lock: TryLock,
     owner_in: AtomicBool,
     remote_wants: AtomicBool,
@@ -302,7 +302,7 @@ pub struct BiasedLock {
 
 /// How the owner entered a [`BiasedLock`].
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// With plain stores (the biased fast path).
     Biased,
     /// Through the inner lock.
@@ -315,7 +315,7 @@ const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
 /// Registers the process for expedited membarrier (once at init, and again
 /// in a forked child). Biased locking is used only if this succeeds.
-pub fn membarrier_init() {
+pub(crate) fn membarrier_init() {
     // SAFETY: a plain syscall; failure just leaves biased locking off.
     let ok = unsafe {
         let saved = *libc::__errno_location();
@@ -343,7 +343,7 @@ fn membarrier() -> bool {
 
 impl BiasedLock {
     /// An unlocked lock.
-    pub const fn new() -> BiasedLock {
+    pub(crate) const fn new() -> BiasedLock {
         BiasedLock {
             lock: TryLock::new(),
             owner_in: AtomicBool::new(false),
@@ -353,7 +353,7 @@ impl BiasedLock {
 
     /// The owner enters. Never fails; usually only plain stores.
     #[inline]
-    pub fn owner_enter(&self) -> Entry {
+    pub(crate) fn owner_enter(&self) -> Entry {
         if self.owner_try_enter_biased() {
             return Entry::Biased;
         }
@@ -365,7 +365,7 @@ impl BiasedLock {
     /// rest to a slow path that calls [`owner_enter`](Self::owner_enter).
     /// Leave with [`owner_exit_biased`](Self::owner_exit_biased).
     #[inline(always)]
-    pub fn owner_try_enter_biased(&self) -> bool {
+    pub(crate) fn owner_try_enter_biased(&self) -> bool {
         if MEMBARRIER_OK.load(Ordering::Relaxed) {
             self.owner_in.store(true, Ordering::Relaxed);
             core::sync::atomic::compiler_fence(Ordering::SeqCst);
@@ -385,7 +385,7 @@ impl BiasedLock {
     ///
     /// [`owner_try_enter_biased`]: Self::owner_try_enter_biased
     #[inline(always)]
-    pub unsafe fn owner_exit_biased(&self) {
+    pub(crate) unsafe fn owner_exit_biased(&self) {
         self.owner_in.store(false, Ordering::Release);
     }
 
@@ -404,7 +404,7 @@ impl BiasedLock {
     /// # Safety
     /// Paired with the `owner_enter` that returned `e`.
     #[inline]
-    pub unsafe fn owner_exit(&self, e: Entry) {
+    pub(crate) unsafe fn owner_exit(&self, e: Entry) {
         match e {
             Entry::Biased => self.owner_in.store(false, Ordering::Release),
             // SAFETY: owner_enter took the lock.
@@ -413,7 +413,7 @@ impl BiasedLock {
     }
 
     /// Anyone but the owner: waits until it has the lock to itself.
-    pub fn remote_lock(&self, biased: bool) {
+    pub(crate) fn remote_lock(&self, biased: bool) {
         self.lock.lock();
         if biased && MEMBARRIER_OK.load(Ordering::Relaxed) {
             self.remote_wants.store(true, Ordering::Relaxed);
@@ -429,7 +429,7 @@ impl BiasedLock {
     /// (false, nothing held) when the membarrier call fails — a fence on
     /// this side alone would not keep out an owner whose store is still
     /// in its store buffer.
-    pub fn try_remote_lock(&self) -> bool {
+    pub(crate) fn try_remote_lock(&self) -> bool {
         self.lock.lock();
         if MEMBARRIER_OK.load(Ordering::Relaxed) {
             self.remote_wants.store(true, Ordering::Relaxed);
@@ -447,13 +447,13 @@ impl BiasedLock {
     /// Whether nobody is in: neither the owner nor a holder of the lock.
     /// Meaningful only where no other thread can enter meanwhile (a forked
     /// child, for the heaps of threads that did not survive).
-    pub fn is_free(&self) -> bool {
+    pub(crate) fn is_free(&self) -> bool {
         !self.owner_in.load(Ordering::Relaxed) && !self.lock.held.load(Ordering::Relaxed)
     }
 
     /// Tries the shared way in (per-CPU pagesets are never biased).
     #[inline]
-    pub fn try_lock(&self) -> bool {
+    pub(crate) fn try_lock(&self) -> bool {
         self.lock.try_lock()
     }
 
@@ -461,7 +461,7 @@ impl BiasedLock {
     ///
     /// # Safety
     /// The caller holds it through `remote_lock` or `try_lock`.
-    pub unsafe fn remote_unlock(&self) {
+    pub(crate) unsafe fn remote_unlock(&self) {
         // Gone through for a fork (see `hold_for_fork`): the fork's own
         // hold stays, `remote_wants` with it.
         if passing_for_fork() && unpass_for_fork(self.lock.addr()) {
@@ -476,7 +476,7 @@ impl BiasedLock {
     ///
     /// # Safety
     /// Only in the child after fork.
-    pub unsafe fn force_unlock(&self) {
+    pub(crate) unsafe fn force_unlock(&self) {
         self.owner_in.store(false, Ordering::Relaxed);
         self.remote_wants.store(false, Ordering::Relaxed);
         // SAFETY: forwarded contract.
@@ -492,7 +492,7 @@ impl Default for BiasedLock {
 
 /// Data guarded by a [`RawLock`]; the guard is the only way in, so a
 /// function taking `&mut T` is known to run under the lock.
-pub struct Locked<T> {
+pub(crate) struct Locked<T> {
     /// The lock (public for its counters and for fork handling).
     pub lock: RawLock,
     data: UnsafeCell<T>,
@@ -505,7 +505,7 @@ unsafe impl<T: Send> Send for Locked<T> {}
 
 impl<T> Locked<T> {
     /// Wraps `data` with an unlocked lock.
-    pub const fn new(data: T) -> Locked<T> {
+    pub(crate) const fn new(data: T) -> Locked<T> {
         Locked {
             lock: RawLock::new(),
             data: UnsafeCell::new(data),
@@ -514,14 +514,14 @@ impl<T> Locked<T> {
 
     /// Takes the lock.
     #[inline]
-    pub fn lock(&self) -> Guard<'_, T> {
+    pub(crate) fn lock(&self) -> Guard<'_, T> {
         self.lock.lock();
         Guard { owner: self }
     }
 
     /// Takes the lock if it is free right now.
     #[inline]
-    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
+    pub(crate) fn try_lock(&self) -> Option<Guard<'_, T>> {
         // A guard exists only once the lock is taken: dropping one
         // unlocks (so not `then_some`, which would make and drop it).
         if self.lock.try_lock() {
@@ -599,7 +599,7 @@ fn this_thread() -> usize {
 /// The allocator's fork handlers: `true` at the end of prepare (every lock
 /// of the list taken by the calling thread), `false` at the start of parent
 /// and child (before they are released or reset).
-pub fn hold_for_fork(on: bool) {
+pub(crate) fn hold_for_fork(on: bool) {
     PASSED_LEN.store(0, Ordering::Relaxed);
     FORK_HOLDER.store(if on { this_thread() } else { 0 }, Ordering::Relaxed);
 }
@@ -664,7 +664,7 @@ fn unpass_for_fork(addr: usize) -> bool {
 ///
 /// Inside the gate a thread may take only locks that come after the
 /// gate's place in `runtime::fork::LOCKS`.
-pub struct ForkGate {
+pub(crate) struct ForkGate {
     /// Threads inside, and [`ForkGate::CLOSED`] while a fork waits for
     /// them or runs.
     word: core::sync::atomic::AtomicUsize,
@@ -673,7 +673,7 @@ pub struct ForkGate {
 impl ForkGate {
     const CLOSED: usize = 1 << (usize::BITS - 1);
 
-    pub const fn new() -> ForkGate {
+    pub(crate) const fn new() -> ForkGate {
         ForkGate {
             word: core::sync::atomic::AtomicUsize::new(0),
         }
@@ -682,7 +682,7 @@ impl ForkGate {
     /// Enters, unless a fork closed the gate: then `None`. The guard
     /// leaves when dropped.
     #[inline]
-    pub fn enter(&self) -> Option<ForkGateGuard<'_>> {
+    pub(crate) fn enter(&self) -> Option<ForkGateGuard<'_>> {
         if self.word.fetch_add(1, Ordering::Acquire) & Self::CLOSED != 0 {
             self.word.fetch_sub(1, Ordering::Release);
             return None;
@@ -692,19 +692,19 @@ impl ForkGate {
 
     /// Whether no thread is inside (racy: a hint).
     #[inline]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.word.load(Ordering::Relaxed) == 0
     }
 
     /// Before fork: closes the gate and waits for the threads inside.
-    pub fn close_for_fork(&self) {
+    pub(crate) fn close_for_fork(&self) {
         self.word.fetch_or(Self::CLOSED, Ordering::AcqRel);
         spin_until(|| self.word.load(Ordering::Acquire) & !Self::CLOSED == 0);
     }
 
     /// After fork: opens the gate again (in the child, where nobody is
     /// inside, with no count left).
-    pub fn open_after_fork(&self, child: bool) {
+    pub(crate) fn open_after_fork(&self, child: bool) {
         if child {
             self.word.store(0, Ordering::Release);
         } else {
@@ -720,7 +720,7 @@ impl Default for ForkGate {
 }
 
 /// A thread inside a [`ForkGate`]; leaves when dropped.
-pub struct ForkGateGuard<'a> {
+pub(crate) struct ForkGateGuard<'a> {
     gate: &'a ForkGate,
 }
 

@@ -87,7 +87,7 @@ impl MemCgroup {
     /// The limit set at this level in bytes: v2 the lesser of
     /// `memory.max` and `memory.high`, v1 `memory.limit_in_bytes`. `None`
     /// when it sets none.
-    pub fn limit(&self) -> Option<u64> {
+    pub(crate) fn limit(&self) -> Option<u64> {
         limit_at(self.dir(), self.v2)
     }
 
@@ -95,7 +95,7 @@ impl MemCgroup {
     /// in bytes: its usage less its file pages, shared memory counted
     /// back in (see the module docs). `None` if the usage cannot be read;
     /// the usage as it is if `memory.stat` cannot.
-    pub fn usage(&self) -> Option<u64> {
+    pub(crate) fn usage(&self) -> Option<u64> {
         let (usage, file, shmem): (&[u8], &[&[u8]; 2], &[&[u8]; 2]) = if self.v2 {
             (
                 b"memory.current",

@@ -16,8 +16,8 @@ mod linux;
 mod machine;
 mod memcg;
 mod resident;
-pub mod rseq;
-pub mod valgrind;
+pub(crate) mod rseq;
+pub(crate) mod valgrind;
 
 #[cfg(feature = "internals")]
 pub use inject::inject_map_failures;

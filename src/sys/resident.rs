@@ -22,7 +22,7 @@ const GAP_MAX: usize = 96;
 
 /// One range of a batch as measured: its index in the batch, and a byte a
 /// page (bit 0: resident), or `None` if the kernel could not tell.
-pub struct Measured<'a> {
+pub(crate) struct Measured<'a> {
     /// Where the range is in the batch passed in.
     pub index: usize,
     /// Its pages' residency.

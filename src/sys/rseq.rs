@@ -36,7 +36,7 @@
 use core::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
 /// The value a local entry stores into a free lock word.
-pub const LOCAL: usize = 1;
+pub(crate) const LOCAL: usize = 1;
 
 /// How the pagesets are entered (`pcp_entry` in the report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +93,7 @@ const MEMBARRIER_CMD_FLAG_CPU: libc::c_long = 1;
 
 /// The entry in force.
 #[inline(always)]
-pub fn entry() -> PcpEntry {
+pub(crate) fn entry() -> PcpEntry {
     match ENTRY.load(Relaxed) {
         1 => PcpEntry::RseqGlibc,
         2 => PcpEntry::RseqOwn,
@@ -104,19 +104,19 @@ pub fn entry() -> PcpEntry {
 /// Whether a pageset may be entered by a critical section (then taking it
 /// from elsewhere needs [`fence`]).
 #[inline(always)]
-pub fn live() -> bool {
+pub(crate) fn live() -> bool {
     ENTRY.load(Relaxed) != PcpEntry::Getcpu as u8
 }
 
 /// Whether the index is `mm_cid` (else the CPU number).
-pub fn index_is_mm_cid() -> bool {
+pub(crate) fn index_is_mm_cid() -> bool {
     INDEX_OFF.load(Relaxed) == MM_CID_OFF
 }
 
 /// Chooses the entry once per process (at init): what `want` asks for if
 /// it works, else getcpu; `Auto` takes the first that works. `no_rseq`
 /// (valgrind) rules rseq out. Returns the entry chosen.
-pub fn select(want: WantEntry, no_rseq: bool) -> PcpEntry {
+pub(crate) fn select(want: WantEntry, no_rseq: bool) -> PcpEntry {
     let e = if no_rseq || !membarrier_register() {
         PcpEntry::Getcpu
     } else {
@@ -151,7 +151,7 @@ pub fn select(want: WantEntry, no_rseq: bool) -> PcpEntry {
 /// In a forked child: the membarrier registration belongs to the process
 /// (its mm), so the child asks again; if refused, the child (one thread)
 /// falls back to getcpu.
-pub fn after_fork_child() {
+pub(crate) fn after_fork_child() {
     if live() && !membarrier_register() {
         ENTRY.store(PcpEntry::Getcpu as u8, Relaxed);
     }
@@ -182,7 +182,7 @@ fn membarrier_register() -> bool {
 /// `index`'s threads (one CPU when the index is the CPU number; every CPU
 /// that runs this process's threads when it is `mm_cid`) and orders their
 /// committed stores before this call returns. False if the kernel refused.
-pub fn fence(index: usize) -> bool {
+pub(crate) fn fence(index: usize) -> bool {
     let (flags, cpu) = if index_is_mm_cid() {
         (0, 0)
     } else {
@@ -203,7 +203,7 @@ pub fn fence(index: usize) -> bool {
 }
 
 /// [`fence`] on every CPU at once (fork's prepare).
-pub fn fence_all() -> bool {
+pub(crate) fn fence_all() -> bool {
     // SAFETY: as in fence.
     unsafe {
         let saved = *libc::__errno_location();
@@ -220,7 +220,7 @@ pub fn fence_all() -> bool {
 
 /// What [`lock_local`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Local {
+pub(crate) enum Local {
     /// The lock of pageset `idx` is ours (the word holds [`LOCAL`]); the
     /// section was aborted and restarted `aborts` times first.
     Held { idx: usize, aborts: u32 },
@@ -241,7 +241,7 @@ pub enum Local {
 /// others take only as `sync/cpu_lock.rs` does; [`select`] chose an rseq
 /// entry.
 #[inline(always)]
-pub unsafe fn lock_local<const STRIDE: usize>(base: *const AtomicUsize, n: usize) -> Local {
+pub(crate) unsafe fn lock_local<const STRIDE: usize>(base: *const AtomicUsize, n: usize) -> Local {
     // SAFETY: forwarded contract.
     let (idx, status, aborts) = unsafe { imp::lock_local::<STRIDE>(base, n) };
     match status {
@@ -265,7 +265,7 @@ pub unsafe fn lock_local<const STRIDE: usize>(base: *const AtomicUsize, n: usize
 /// At thread exit (rseq-own): unregisters the thread's own area, so the
 /// kernel never writes into its TLS again; its later entries take no
 /// pageset.
-pub fn thread_exit() {
+pub(crate) fn thread_exit() {
     if entry() == PcpEntry::RseqOwn {
         imp::unregister_own();
     }

@@ -43,7 +43,7 @@ pub fn on() -> bool {
 /// Whether the process runs under valgrind's memcheck (callgrind and
 /// cachegrind, which measure the fast paths, are not it).
 #[inline]
-pub fn memcheck() -> bool {
+pub(crate) fn memcheck() -> bool {
     state() == MEMCHECK
 }
 
@@ -135,7 +135,7 @@ fn running_on_valgrind() -> bool {
 
 /// `[p, p + size)` is now a heap block (memcheck: addressable, undefined
 /// unless `zeroed`; tracked for leaks and for use after free).
-pub fn malloclike_block(p: *const u8, size: usize, zeroed: bool) {
+pub(crate) fn malloclike_block(p: *const u8, size: usize, zeroed: bool) {
     request(
         0,
         &[MALLOCLIKE_BLOCK, p as usize, size, 0, zeroed as usize, 0],
@@ -144,29 +144,29 @@ pub fn malloclike_block(p: *const u8, size: usize, zeroed: bool) {
 
 /// Heap block `p` is freed (memcheck: no longer addressable; an address
 /// that is not a block's start is reported as an invalid free).
-pub fn freelike_block(p: *const u8) {
+pub(crate) fn freelike_block(p: *const u8) {
     request(0, &[FREELIKE_BLOCK, p as usize, 0, 0, 0, 0]);
 }
 
 /// Heap block `p` of `old` bytes now holds `new` bytes in place.
-pub fn resize_in_place_block(p: *const u8, old: usize, new: usize) {
+pub(crate) fn resize_in_place_block(p: *const u8, old: usize, new: usize) {
     request(0, &[RESIZEINPLACE_BLOCK, p as usize, old, new, 0, 0]);
 }
 
 /// `[p, p + len)` may not be touched by the program (nor is it scanned
 /// for pointers by the leak check).
-pub fn make_mem_noaccess(p: *const u8, len: usize) {
+pub(crate) fn make_mem_noaccess(p: *const u8, len: usize) {
     request(0, &[MAKE_MEM_NOACCESS, p as usize, len, 0, 0, 0]);
 }
 
 /// `[p, p + len)` holds defined values.
-pub fn make_mem_defined(p: *const u8, len: usize) {
+pub(crate) fn make_mem_defined(p: *const u8, len: usize) {
     request(0, &[MAKE_MEM_DEFINED, p as usize, len, 0, 0, 0]);
 }
 
 /// Stops (`true`) or resumes (`false`) the reporting of errors in the
 /// calling thread; nested stops need as many resumes.
-pub fn quiet(stop: bool) {
+pub(crate) fn quiet(stop: bool) {
     let arg = if stop { 1 } else { usize::MAX };
     request(0, &[CHANGE_ERR_DISABLEMENT, arg, 0, 0, 0, 0]);
 }

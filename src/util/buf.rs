@@ -7,7 +7,7 @@
 use core::fmt;
 
 /// Up to `N` bytes of text, plus room for a terminating NUL for C calls.
-pub struct FixedBuf<const N: usize> {
+pub(crate) struct FixedBuf<const N: usize> {
     bytes: [u8; N],
     len: usize,
     /// Some text did not fit.
@@ -16,7 +16,7 @@ pub struct FixedBuf<const N: usize> {
 
 impl<const N: usize> FixedBuf<N> {
     /// An empty buffer.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
             bytes: [0; N],
             len: 0,
@@ -25,23 +25,23 @@ impl<const N: usize> FixedBuf<N> {
     }
 
     /// The text written so far.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
 
     /// Bytes written so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Forgets the contents.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.len = 0;
         self.truncated = false;
     }
 
     /// Appends raw bytes (truncating at capacity, keeping one byte for NUL).
-    pub fn push_bytes(&mut self, s: &[u8]) {
+    pub(crate) fn push_bytes(&mut self, s: &[u8]) {
         let room = N.saturating_sub(1).saturating_sub(self.len);
         let n = s.len().min(room);
         self.bytes[self.len..self.len + n].copy_from_slice(&s[..n]);
@@ -53,7 +53,7 @@ impl<const N: usize> FixedBuf<N> {
 
     /// The contents as a C string (terminated in place), for C APIs; `None`
     /// if the text holds a NUL byte.
-    pub fn as_cstr(&mut self) -> Option<&core::ffi::CStr> {
+    pub(crate) fn as_cstr(&mut self) -> Option<&core::ffi::CStr> {
         self.bytes[self.len] = 0;
         core::ffi::CStr::from_bytes_with_nul(&self.bytes[..=self.len]).ok()
     }

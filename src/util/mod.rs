@@ -1,8 +1,8 @@
 //! Small allocation-free helpers: fixed buffers for text, integer parsing,
 //! and bit tricks used across layers.
 
-pub mod buf;
-pub mod text;
+pub(crate) mod buf;
+pub(crate) mod text;
 
 /// `p`, in a register the compiler cannot fold back into an indexed
 /// memory operand: the loads and stores through the result address
@@ -19,7 +19,7 @@ pub mod text;
 // pointer plus the difference, an indexed operand again.
 #[allow(clippy::pointers_in_nomem_asm_block)]
 #[cfg_attr(not(all(target_arch = "x86_64", not(miri))), allow(unused_mut))]
-pub fn addressed_by_register<T>(mut p: *mut T) -> *mut T {
+pub(crate) fn addressed_by_register<T>(mut p: *mut T) -> *mut T {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: an empty asm that only claims to change the register holding
     // `p` (it does not): no memory, stack or flags are touched, and `p`
@@ -33,13 +33,13 @@ pub fn addressed_by_register<T>(mut p: *mut T) -> *mut T {
 /// Rounds `x` down to a power of two (`x` > 0), as the kernel's
 /// `rounddown_pow_of_two`.
 #[inline]
-pub const fn rounddown_pow_of_two(x: usize) -> usize {
+pub(crate) const fn rounddown_pow_of_two(x: usize) -> usize {
     1 << (usize::BITS - 1 - x.leading_zeros())
 }
 
 /// The smallest order `o` with `2^o >= n` (`n` ≥ 1).
 #[inline]
-pub const fn order_for_pages(n: usize) -> u32 {
+pub(crate) const fn order_for_pages(n: usize) -> u32 {
     if n <= 1 {
         0
     } else {
@@ -50,7 +50,7 @@ pub const fn order_for_pages(n: usize) -> u32 {
 /// Parses a decimal size with an optional unit, powers of 1024: `K`/`KiB`,
 /// `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (any case, `B` alone means bytes), e.g.
 /// `64M` or `64MiB`. Returns `None` on anything else, or on overflow.
-pub fn parse_size(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_size(s: &[u8]) -> Option<u64> {
     let s = s.trim_ascii();
     let split = s
         .iter()
@@ -76,7 +76,7 @@ pub fn parse_size(s: &[u8]) -> Option<u64> {
 
 /// Writes `s` as a JSON string: quoted, with `"`, `\` and control
 /// characters escaped, and bytes that are not UTF-8 as U+FFFD.
-pub fn write_json_string(w: &mut dyn core::fmt::Write, s: &[u8]) -> core::fmt::Result {
+pub(crate) fn write_json_string(w: &mut dyn core::fmt::Write, s: &[u8]) -> core::fmt::Result {
     w.write_str("\"")?;
     for chunk in s.utf8_chunks() {
         for ch in chunk.valid().chars() {
@@ -95,7 +95,7 @@ pub fn write_json_string(w: &mut dyn core::fmt::Write, s: &[u8]) -> core::fmt::R
 }
 
 /// Parses a plain decimal `u64` (surrounding ASCII whitespace allowed).
-pub fn parse_u64(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
     let s = s.trim_ascii();
     if !s.first()?.is_ascii_digit() {
         return None; // no sign

@@ -8,7 +8,7 @@ use core::fmt::{self, Write};
 
 /// Writes `bytes` for a person: `512 B`, `12.3 KiB`, `4.0 MiB`, `1.2 GiB`
 /// (rounded to the nearest tenth), in integers.
-pub fn write_bytes(w: &mut dyn Write, bytes: u64) -> fmt::Result {
+pub(crate) fn write_bytes(w: &mut dyn Write, bytes: u64) -> fmt::Result {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if bytes < 1024 {
         return write!(w, "{bytes} B");
@@ -26,7 +26,7 @@ pub fn write_bytes(w: &mut dyn Write, bytes: u64) -> fmt::Result {
 /// Writes `num / den` as a decimal with `places` digits after the point,
 /// rounded to the nearest (`den` > 0): the report's ratios without
 /// formatting an `f64`.
-pub fn write_ratio(w: &mut dyn Write, num: u64, den: u64, places: u32) -> fmt::Result {
+pub(crate) fn write_ratio(w: &mut dyn Write, num: u64, den: u64, places: u32) -> fmt::Result {
     let scale = 10u128.pow(places);
     let den = u128::from(den);
     let v = (u128::from(num) * scale + den / 2) / den;
@@ -47,7 +47,7 @@ pub fn write_ratio(w: &mut dyn Write, num: u64, den: u64, places: u32) -> fmt::R
 /// is never split between two writes unless it is longer than the buffer
 /// — and at [`finish`](Self::finish): the report goes out without
 /// allocating, and in little stack.
-pub struct ChunkWriter<F: FnMut(&[u8])> {
+pub(crate) struct ChunkWriter<F: FnMut(&[u8])> {
     sink: F,
     buf: [u8; CHUNK],
     len: usize,
@@ -61,7 +61,7 @@ const CHUNK: usize = 512;
 
 impl<F: FnMut(&[u8])> ChunkWriter<F> {
     /// A writer handing chunks to `sink`.
-    pub fn new(sink: F) -> Self {
+    pub(crate) fn new(sink: F) -> Self {
         ChunkWriter {
             sink,
             buf: [0; CHUNK],

@@ -54,7 +54,7 @@ use crate::page_alloc::zone::{Grow, Zone};
 use crate::section::page_addr;
 
 /// The least `high` of the large lists: one 1 MiB block's worth.
-pub const LARGE_HIGH_MIN_PAGES: usize = 512;
+pub(crate) const LARGE_HIGH_MIN_PAGES: usize = 512;
 /// A request may take a cached block up to this many classes larger.
 const LARGE_STEP_UP: usize = 2;
 /// The most blocks one refill takes (small classes: a batch's worth).

@@ -27,11 +27,11 @@ use super::class_lists::LargeLists;
 use super::tune::{self, PcpState, PCPF_FREE_HIGH_BATCH};
 
 /// Lists per pageset: one per migratetype and order 0..=COSTLY.
-pub const NR_PCP_LISTS: usize = MIGRATE_TYPES * NR_PCP_ORDERS;
+pub(crate) const NR_PCP_LISTS: usize = MIGRATE_TYPES * NR_PCP_ORDERS;
 /// Ticks without a single alloc or free after which an idle pageset is
 /// drained completely (the kernel's `pcp->expire` for remote pagesets; our
 /// idle CPUs and idle threads need it too).
-pub const PCP_EXPIRE_TICKS: u32 = 3;
+pub(crate) const PCP_EXPIRE_TICKS: u32 = 3;
 
 /// Event counters of a pageset (names from the seeds). Written under the
 /// pageset lock.

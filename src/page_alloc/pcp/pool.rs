@@ -32,7 +32,7 @@ use super::pageset::{Pageset, PagesetGuard};
 const STEAL_TRIES: usize = 4;
 
 /// Upper bound on per-CPU pagesets (more CPUs share by index modulo).
-pub const MAX_CPU_PAGESETS: usize = 1024;
+pub(crate) const MAX_CPU_PAGESETS: usize = 1024;
 
 /// A pageset in a slot of its own (the pageset at offset 0).
 type Slot = CachePadded<Pageset>;

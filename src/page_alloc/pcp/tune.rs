@@ -20,7 +20,7 @@ use crate::page_alloc::zone::watermark::PcpParams;
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 
 /// Flag: the previous free on this pageset was of order 1..=3 (patch 1).
-pub const PCPF_PREV_FREE_HIGH_ORDER: u8 = 1 << 0;
+pub(crate) const PCPF_PREV_FREE_HIGH_ORDER: u8 = 1 << 0;
 /// Flag: this CPU's cache slice can hold more than 3 × batch pages, so a
 /// free_high drain may keep `batch` pages (patches 2–3).
 pub const PCPF_FREE_HIGH_BATCH: u8 = 1 << 1;
@@ -32,7 +32,7 @@ pub type PcpState = Tuner;
 
 /// What the free path decided ([`free_unref_page_commit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FreeDecision {
+pub(crate) struct FreeDecision {
     /// This free triggered a free_high drain.
     pub free_high: bool,
     /// Pages to hand back to the zone now (0: none).
@@ -43,7 +43,7 @@ pub struct FreeDecision {
 /// high_max in pages; free_count capped at `batch << BATCH_SCALE_MAX`;
 /// Linux 6.16's threshold as their own.
 #[inline]
-pub fn tuner_params(p: &PcpParams, k: &Knobs) -> TunerParams {
+pub(crate) fn tuner_params(p: &PcpParams, k: &Knobs) -> TunerParams {
     let batch = p.batch as i32;
     TunerParams {
         batch,
@@ -60,7 +60,7 @@ pub fn tuner_params(p: &PcpParams, k: &Knobs) -> TunerParams {
 /// by the pages taken (seed 002 v1) — or, before patch 9, free_factor
 /// halved.
 #[inline]
-pub fn on_alloc(s: &mut PcpState, order: u32, k: &Knobs) {
+pub(crate) fn on_alloc(s: &mut PcpState, order: u32, k: &Knobs) {
     if k.heuristics.has(FREE_COUNT) {
         s.on_alloc(1 << order, k);
     } else {
@@ -72,7 +72,7 @@ pub fn on_alloc(s: &mut PcpState, order: u32, k: &Knobs) {
 /// (`nr_pcp_alloc`). Grows `high` by the refill when auto-tuning and the
 /// zone is not below its high watermark (patches 7–8), and doubles the
 /// order-0 refill for consecutive refills without frees (patch 5).
-pub fn nr_pcp_alloc(
+pub(crate) fn nr_pcp_alloc(
     s: &mut PcpState,
     p: &PcpParams,
     order: u32,
@@ -127,7 +127,7 @@ pub fn free_high_threshold(p: &PcpParams, k: &Knobs) -> i32 {
 /// (`free_unref_page_commit`): updates `count`, the flags and free_count,
 /// then asks [`nr_pcp_high`] and [`nr_pcp_free`] how much to give back.
 #[inline]
-pub fn free_unref_page_commit(
+pub(crate) fn free_unref_page_commit(
     s: &mut PcpState,
     p: &PcpParams,
     order: u32,
@@ -176,7 +176,7 @@ pub fn free_unref_page_commit(
 /// auto-tuned `high`: down on free_high and while BELOW_HIGH, up to hold a
 /// batch of frees otherwise.
 #[inline]
-pub fn nr_pcp_high(
+pub(crate) fn nr_pcp_high(
     s: &mut PcpState,
     p: &PcpParams,
     batch: i32,
@@ -236,7 +236,13 @@ pub fn nr_pcp_high(
 /// Pages to free to the zone once `count` reached `high` (`nr_pcp_free`):
 /// on free_high as much as BATCH_SCALE_MAX allows; otherwise free_count
 /// (or batch << free_factor before patch 9), leaving at least `batch`.
-pub fn nr_pcp_free(s: &mut PcpState, batch: i32, high: i32, free_high: bool, k: &Knobs) -> i32 {
+pub(crate) fn nr_pcp_free(
+    s: &mut PcpState,
+    batch: i32,
+    high: i32,
+    free_high: bool,
+    k: &Knobs,
+) -> i32 {
     let h = k.heuristics;
     if free_high {
         return if h.has(AUTO_TUNE) {
@@ -273,7 +279,7 @@ pub fn nr_pcp_free(s: &mut PcpState, batch: i32, high: i32, free_high: bool, k: 
 /// eighth ([`Tuner::decay`]), but never more than batch << BATCH_SCALE_MAX
 /// below `count`, and never below high_min. Returns the pages to drain
 /// (count - high).
-pub fn decay_pcp_high(s: &mut PcpState, p: &PcpParams, k: &Knobs) -> i32 {
+pub(crate) fn decay_pcp_high(s: &mut PcpState, p: &PcpParams, k: &Knobs) -> i32 {
     if !k.heuristics.has(AUTO_TUNE) {
         return 0;
     }
@@ -286,7 +292,7 @@ pub fn decay_pcp_high(s: &mut PcpState, p: &PcpParams, k: &Knobs) -> i32 {
 
 /// Whether a pageset on a CPU with a cache slice of `slice_bytes` keeps a
 /// batch before free_high draining (`zone_pcp_update_cacheinfo`).
-pub fn free_high_batch(slice_bytes: u64, batch: u32) -> bool {
+pub(crate) fn free_high_batch(slice_bytes: u64, batch: u32) -> bool {
     (slice_bytes >> crate::geometry::PAGE_SHIFT) > 3 * u64::from(batch)
 }
 

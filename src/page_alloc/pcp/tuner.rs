@@ -53,7 +53,7 @@
 use crate::page_alloc::knobs::{heuristic::*, FreeCountMode, FreeHighThreshold, Knobs};
 
 /// high decays by high >> this each tick (1/8, patch 7).
-pub const HIGH_DECAY_SHIFT: u32 = 3;
+pub(crate) const HIGH_DECAY_SHIFT: u32 = 3;
 
 /// What the default free_high threshold (`batch+high_min/2`) means at a
 /// level: its own rule, kept from before the levels shared one tuner.

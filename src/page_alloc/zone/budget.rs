@@ -52,7 +52,7 @@ use crate::geometry::{MAX_ORDER_PAGES, PAGE_DESC_SIZE};
 /// What one online MAX_ORDER block costs the budget by itself: its page
 /// descriptors (its pages are charged as they are handed out, see
 /// `charge.rs`).
-pub const BLOCK_COST: usize = MAX_ORDER_PAGES * PAGE_DESC_SIZE;
+pub(crate) const BLOCK_COST: usize = MAX_ORDER_PAGES * PAGE_DESC_SIZE;
 
 /// No wall: the limit when the user set none.
 pub const NO_LIMIT: usize = usize::MAX;

@@ -33,7 +33,7 @@
 //! reads `zone_page_state` and watermarks.
 
 mod buddy;
-pub mod budget;
+pub(crate) mod budget;
 mod charge;
 mod check;
 mod config;
@@ -43,7 +43,7 @@ mod fallback;
 mod grow;
 mod release;
 mod thp;
-pub mod watermark;
+pub(crate) mod watermark;
 
 use core::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
@@ -63,7 +63,7 @@ use crate::sync::{ForkGate, Guard, Locked};
 /// Zone flag: free pages fell below the high watermark (ZONE_BELOW_HIGH,
 /// seed 000 patch 8). Set on the allocation path, cleared on the pcp free
 /// path once the zone is back above the watermark.
-pub const ZONE_BELOW_HIGH: u32 = 1 << 0;
+pub(crate) const ZONE_BELOW_HIGH: u32 = 1 << 0;
 
 /// Whether a request the free lists cannot serve may grow the zone.
 ///

@@ -5,24 +5,24 @@
 use crate::util::rounddown_pow_of_two;
 
 /// Index of the min watermark.
-pub const WMARK_MIN: usize = 0;
+pub(crate) const WMARK_MIN: usize = 0;
 /// Index of the low watermark.
-pub const WMARK_LOW: usize = 1;
+pub(crate) const WMARK_LOW: usize = 1;
 /// Index of the high watermark.
-pub const WMARK_HIGH: usize = 2;
+pub(crate) const WMARK_HIGH: usize = 2;
 
 /// The kernel's `watermark_scale_factor` default, in 1/10000 of memory.
-pub const WATERMARK_SCALE_FACTOR: usize = 10;
+pub(crate) const WATERMARK_SCALE_FACTOR: usize = 10;
 /// Bounds on `min_free_kbytes` (calculate_min_free_kbytes).
-pub const MIN_FREE_KBYTES_MIN: u64 = 128;
+pub(crate) const MIN_FREE_KBYTES_MIN: u64 = 128;
 /// Upper bound on `min_free_kbytes`.
-pub const MIN_FREE_KBYTES_MAX: u64 = 262_144;
+pub(crate) const MIN_FREE_KBYTES_MAX: u64 = 262_144;
 /// The smallest manual high fraction (MIN_PERCPU_PAGELIST_HIGH_FRACTION);
 /// it also defines `high_max` when auto-tuning.
-pub const MIN_PERCPU_PAGELIST_HIGH_FRACTION: usize = 8;
+pub(crate) const MIN_PERCPU_PAGELIST_HIGH_FRACTION: usize = 8;
 
 /// `min_free_kbytes = 4 * sqrt(managed_kbytes)`, clamped.
-pub fn min_free_kbytes(managed_pages: usize) -> u64 {
+pub(crate) fn min_free_kbytes(managed_pages: usize) -> u64 {
     let kbytes = managed_pages as u64 * 4;
     (kbytes * 16)
         .isqrt()
@@ -31,7 +31,7 @@ pub fn min_free_kbytes(managed_pages: usize) -> u64 {
 
 /// Watermarks `[min, low, high]` in pages for a zone of `managed` pages:
 /// `low = min + max(min/4, managed*10/10000)`, `high = low + that`.
-pub fn watermarks(managed: usize) -> [usize; 3] {
+pub(crate) fn watermarks(managed: usize) -> [usize; 3] {
     if managed == 0 {
         return [0; 3];
     }
@@ -43,7 +43,7 @@ pub fn watermarks(managed: usize) -> [usize; 3] {
 /// The pcp batch for a zone of `pages` pages (zone_batchsize):
 /// `b = min(pages/1024, 256) / 4` (at least 1), then
 /// `rounddown_pow_of_two(b + b/2) - 1`; 63 for a zone of a GiB or more.
-pub fn zone_batchsize(pages: usize) -> u32 {
+pub(crate) fn zone_batchsize(pages: usize) -> u32 {
     let b = ((pages >> 10).min(256) / 4).max(1);
     let b = rounddown_pow_of_two(b + b / 2) - 1;
     b.max(1) as u32
@@ -51,7 +51,7 @@ pub fn zone_batchsize(pages: usize) -> u32 {
 
 /// The pcp high for `total_pages` split over `nr_cpus`, at least
 /// `batch * 4` (zone_highsize).
-pub fn zone_highsize(total_pages: usize, nr_cpus: usize, batch: u32) -> u32 {
+pub(crate) fn zone_highsize(total_pages: usize, nr_cpus: usize, batch: u32) -> u32 {
     let high = total_pages / nr_cpus.max(1);
     (high as u64)
         .max(u64::from(batch) << 2)
@@ -74,7 +74,7 @@ pub struct PcpParams {
 /// heap's own low watermark, `high_max` from the limit / 8; each split over
 /// the CPUs. A manual `high_fraction` (≥ 8) sets both bounds to
 /// `managed / fraction / cpus`, which turns auto-tuning off.
-pub fn pcp_params(
+pub(crate) fn pcp_params(
     managed: usize,
     limit_pages: usize,
     nr_cpus: usize,
