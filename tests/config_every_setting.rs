@@ -19,7 +19,7 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
     Config::new()
         .memory_limit(3 << 30)
         .pagesets(Pagesets::PerThread)
-        .pcp_entry(PcpEntry::Getcpu)
+        .pcp_entry(PcpEntry::Auto)
         .batch_scale_max(3)
         .high_fraction(16)
         .heuristics(Heuristics::upto(7))
@@ -43,7 +43,7 @@ static GLOBAL: PcpAlloc = PcpAlloc::with_config(
 const EXPECTED: [(&str, &str); 20] = [
     ("PCPALLOC_MEMORY_LIMIT", "3221225472"),
     ("PCPALLOC_PCP", "thread"),
-    ("PCPALLOC_PCP_ENTRY", "getcpu"),
+    ("PCPALLOC_PCP_ENTRY", "auto"),
     ("PCPALLOC_BATCH_SCALE_MAX", "3"),
     ("PCPALLOC_HIGH_FRACTION", "16"),
     (

@@ -53,7 +53,7 @@ pub struct Settings {
     /// PcpMode as u32.
     pub pcp_mode: AtomicU32,
     /// How the CPU pagesets are entered (`PCPALLOC_PCP_ENTRY`): 0 auto,
-    /// else `rseq::PcpEntry` + 1.
+    /// else `rseq::PcpEntry` + 1 (the default, 1: getcpu).
     pub pcp_entry: AtomicU32,
     /// Manual high fraction (0 = auto-tune).
     pub high_fraction: AtomicUsize,
@@ -91,7 +91,7 @@ pub struct Settings {
 pub static SETTINGS: Settings = Settings {
     memory_limit: AtomicUsize::new(0),
     pcp_mode: AtomicU32::new(PcpMode::Cpu as u32),
-    pcp_entry: AtomicU32::new(0),
+    pcp_entry: AtomicU32::new(1),
     high_fraction: AtomicUsize::new(0),
     decay_ms: AtomicU32::new(DEFAULT_DECAY_MS),
     dirty_ratio: AtomicUsize::new(DEFAULT_DIRTY_RATIO),

@@ -61,8 +61,8 @@ pub(super) const TABLE: [Tunable; NR_TUNABLES] = [
         config: "pcp_entry",
         at_run_time: AtRunTime::Never,
         values: "auto | rseq-glibc | rseq-own | getcpu",
-        default: "auto",
-        doc: "How a thread enters its CPU's pageset: a restartable sequence on glibc's rseq area or on one of its own (no atomic instruction), or sched_getcpu and a try-lock; auto takes the first that works (getcpu under valgrind). The report's pcp_entry says which is live.",
+        default: "getcpu",
+        doc: "How a thread enters its CPU's pageset: a restartable sequence on glibc's rseq area or on one of its own (no atomic instruction), or sched_getcpu and a try-lock; auto takes the first that works (getcpu under valgrind). The default is getcpu: with rseq, every lock taken from another CPU (a thread's exit, the tick, a drain) costs a membarrier, which a storm of short threads pays (30% more CPU). The report's pcp_entry says which is live.",
         apply: |v| {
             let e = match v {
                 b"auto" => 0,
