@@ -50,6 +50,43 @@ impl Heap {
         }
     }
 
+    /// malloc's way down for a block of at most 4 MiB once the bins' plain
+    /// hit missed: the bins' whole path (`binned`: the thread allocates
+    /// through its heap, not past its exit or while tracing), then the
+    /// pages it is handed — the pageset's class list, another CPU's, the
+    /// zone (`large::alloc`). The heap goes down on its own; null when
+    /// out of memory.
+    ///
+    /// # Safety
+    /// The calling thread owns this heap (not the empty heap); `size` and
+    /// `align` are a large block's (at most `LARGE_MAX`, `align` a power
+    /// of two).
+    pub unsafe fn alloc_block(
+        &self,
+        size: usize,
+        align: usize,
+        zero: bool,
+        binned: bool,
+        epoch: u32,
+        pages: &Pages<'_>,
+    ) -> *mut u8 {
+        // SAFETY: forwarded contract.
+        unsafe {
+            if binned {
+                let p = self.alloc_from_bins(size, align, zero, epoch, || *pages);
+                if !p.is_null() {
+                    return p;
+                }
+            }
+            let p = large::alloc(pages, size, align, zero);
+            if !p.is_null() {
+                let b = crate::section::desc_of(p as usize).cast::<LargeBlock>();
+                self.note_large_allocated(large::usable_size(b));
+            }
+            p
+        }
+    }
+
     /// [`alloc_from_bins`](Self::alloc_from_bins)'s common case alone, for
     /// malloc's fast path: a request of at most [`BIN_MAX_BYTES`], aligned
     /// to a page at most and not zeroed, served by a plain hit

@@ -368,23 +368,35 @@ fn alloc_big_unsampled(size: usize, align: usize, zero: bool) -> *mut u8 {
     alloc_big_slow(size, align, zero)
 }
 
-/// [`alloc_big`] past a plain hit in the large bins: the bins' whole path
-/// (a miss, a new tick, a zeroed request), then the pages.
+/// [`alloc_big`] past a plain hit in the large bins: a huge block, or
+/// the thread's heap goes down (its bins' whole path — a miss, a new tick,
+/// a zeroed request — then the pages: `Heap::alloc_block`), under a
+/// reclaim and one retry if that fails.
 #[cold]
 #[inline(never)]
 fn alloc_big_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
-    let h = tls::heap();
-    // SAFETY: as in alloc_big.
-    unsafe {
-        if !(*h).is_empty_heap() {
-            let p = (*h).alloc_from_bins(size, align, zero, PAGES.zone.epoch(), || pages_of(&*h));
-            if !p.is_null() {
-                tick::on_slow_path();
-                return p;
-            }
+    let p = if size > LARGE_MAX || align > LARGE_MAX || tls::exited() {
+        alloc_page_block(size, align, zero)
+    } else {
+        // The TLS heap is the empty heap while tracing (and before the
+        // thread's first allocation): then the bins are left alone, as
+        // its frees leave them.
+        // SAFETY: the TLS heap is this thread's, or the empty heap.
+        let binned = unsafe { !(*tls::heap()).is_empty_heap() };
+        let h = thread_heap();
+        if h.is_null() {
+            return out_of_memory_if_null(h.cast());
         }
-    }
-    let p = alloc_page_block(size, align, zero);
+        // SAFETY: h is this thread's heap.
+        unsafe {
+            tick::on_slow_path();
+            let pages = pages_of(&*h);
+            collect_if_asked(h, &pages);
+            reclaim::or_reclaim(h, size.saturating_add(align), true, || {
+                (*h).alloc_block(size, align, zero, binned, PAGES.zone.epoch(), &pages)
+            })
+        }
+    };
     if record::tracing() && !p.is_null() {
         let h = thread_heap();
         if !h.is_null() {
