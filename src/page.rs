@@ -57,7 +57,7 @@ pub enum PageKind {
     /// stay as they were.
     Cached = 7,
     /// Head of a huge block: the only block of a huge section (see
-    /// `large/huge.rs`), handed out.
+    /// `large/huge/`), handed out.
     Huge = 8,
     /// Head of a freed huge block kept for reuse in the huge-block cache.
     HugeCached = 9,
@@ -272,7 +272,7 @@ pub struct LargeBlock {
     /// Pages the caller may use (its usable size is this × 4 KiB); for an
     /// EXACT block also the range freed with it.
     pub pages: u32,
-    /// Huge blocks: the list of every huge block (see `large/huge.rs`).
+    /// Huge blocks: the list of every huge block (see `large/huge/`).
     pub next: *mut LargeBlock,
     /// Huge blocks: the list of every huge block.
     pub prev: *mut LargeBlock,

@@ -4,7 +4,7 @@
 //! the allocator carries: the pagesets' order lists (`tune.rs` adds the
 //! kernel's order-specific parts), their class lists (`class_lists.rs`), a
 //! thread's block bins (`heap/block_bins.rs`), a heap's parked slabs
-//! (`heap/park_high.rs`) and the huge-block cache (`large/huge.rs`).
+//! (`heap/park_high.rs`) and the huge-block cache (`large/huge/`).
 //!
 //! A [`Tuner`] holds `high` (above it the cache gives back), `count`,
 //! `free_count` (what was freed without allocations in between) and
