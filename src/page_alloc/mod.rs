@@ -193,10 +193,11 @@ impl<'a> Pages<'a> {
             self.zone(),
             class,
             || self.alloc.knobs(),
-            // A thread's own pageset is not a CPU's: it takes from none.
+            // A thread's own pageset is not a CPU's: it takes from none,
+            // and keeps its own guard (the blocks join it, not a CPU's).
             |g, class, more, extra| {
                 let pool = &self.alloc.pagesets;
-                if !pool.steals_unlocked() {
+                if !pool.steals_unlocked() || !self.pageset.is_null() {
                     let (p, c) = pool.steal_large(ps, class, more, extra);
                     return (g, p, c);
                 }

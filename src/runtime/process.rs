@@ -188,15 +188,10 @@ fn init() -> bool {
     // Thread pagesets and every heap's large bins are entered by their
     // owner with plain stores when the process can ask for a membarrier.
     crate::sync::membarrier_init();
-    // The CPU pagesets' way in, once for the process (`sys/rseq.rs`). With
-    // a pageset per thread the CPU ones serve only threads without theirs
-    // (past their exit hook): they keep getcpu and its try-lock, and every
-    // block goes where it went without rseq.
-    if !thread_mode {
-        let entry = sys::rseq::select(SETTINGS.pcp_entry(), super::valgrind::on());
-        if entry != sys::rseq::PcpEntry::Getcpu {
-            PAGES.pagesets.enable_rseq();
-        }
+    // The CPU pagesets' way in, once for the process (`sys/rseq.rs`).
+    let entry = sys::rseq::select(SETTINGS.pcp_entry(), super::valgrind::on());
+    if entry != sys::rseq::PcpEntry::Getcpu {
+        PAGES.pagesets.enable_rseq();
     }
     true
 }
