@@ -10,25 +10,12 @@ use pcpalloc::internals::{Grow, Zone, ZoneConfig};
 use pcpalloc::internals::{Heuristics, Knobs};
 use pcpalloc::internals::{MigrateType, Page, PageKind};
 
-struct TestZone(Box<Zone>);
+mod support;
+use support::zone::TestZone;
 
 impl TestZone {
     fn new(limit: usize) -> TestZone {
-        TestZone(Box::new(Zone::with_config(&ZoneConfig::with_limit(limit))))
-    }
-}
-
-impl Drop for TestZone {
-    fn drop(&mut self) {
-        // SAFETY: the test is over; nothing uses the zone any more.
-        unsafe { self.0.destroy() }
-    }
-}
-
-impl std::ops::Deref for TestZone {
-    type Target = Zone;
-    fn deref(&self) -> &Zone {
-        &self.0
+        TestZone::with_config(&ZoneConfig::with_limit(limit))
     }
 }
 

@@ -6,29 +6,12 @@
 use pcpalloc::internals::{page_addr, page_flags, MigrateType, Page, PageKind, Zone, ZoneConfig};
 use pcpalloc::internals::{NO_LIMIT, PAGE_SIZE};
 
-/// A zone that is unmapped when the test ends.
-struct TestZone(Box<Zone>);
+mod support;
+use support::zone::TestZone;
 
-impl TestZone {
-    fn new() -> TestZone {
-        TestZone(Box::new(Zone::with_config(&ZoneConfig::with_limit(
-            NO_LIMIT,
-        ))))
-    }
-}
-
-impl Drop for TestZone {
-    fn drop(&mut self) {
-        // SAFETY: the test is over; nothing uses the zone's memory.
-        unsafe { self.0.destroy() }
-    }
-}
-
-impl std::ops::Deref for TestZone {
-    type Target = Zone;
-    fn deref(&self) -> &Zone {
-        &self.0
-    }
+/// A zone of its own, without a limit.
+fn test_zone() -> TestZone {
+    TestZone::with_config(&ZoneConfig::with_limit(NO_LIMIT))
 }
 
 /// Takes `2 n` blocks of `order` side by side, writes the first
@@ -84,7 +67,7 @@ fn charged_free(z: &Zone) -> usize {
 /// walks in 5,000 threads).
 #[test]
 fn a_block_never_written_is_left_clean_by_the_give_back() {
-    let z = TestZone::new();
+    let z = test_zone();
     // Order 4 (64 KiB) blocks: every other one written in its first page.
     let (written, live) = churn(&z, 4, 64, &[1, 0]);
     assert_eq!(written, 32);
@@ -115,7 +98,7 @@ fn a_block_never_written_is_left_clean_by_the_give_back() {
 /// keep (and not far under it), and what went back was written.
 #[test]
 fn blocks_side_by_side_give_back_their_own_written_pages() {
-    let z = TestZone::new();
+    let z = test_zone();
     let (written, live) = churn(&z, 3, 200, &[1, 2, 3, 4, 0]);
     assert_eq!(written, 400);
     let resident = z.release_down_to(0, 0);

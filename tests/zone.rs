@@ -6,36 +6,18 @@ use std::collections::BTreeMap;
 
 use pcpalloc::internals::{desc_of, page_addr, page_flags};
 use pcpalloc::internals::{Grow, StealRules, Zone, ZoneConfig, NO_LIMIT};
+
+mod support;
 use pcpalloc::internals::{MigrateType, Page, PageKind};
 use pcpalloc::internals::{MAX_ORDER_PAGES, MAX_PAGE_ORDER, PAGEBLOCK_ORDER, PAGE_SIZE};
 use proptest::prelude::*;
-
-/// A zone that is unmapped when the test ends.
-struct TestZone(Box<Zone>);
+use support::zone::TestZone;
 
 impl TestZone {
     fn new(limit: usize, steal: StealRules) -> TestZone {
         let mut cfg = ZoneConfig::with_limit(limit);
         cfg.steal = steal;
         TestZone::with_config(&cfg)
-    }
-
-    fn with_config(cfg: &ZoneConfig) -> TestZone {
-        TestZone(Box::new(Zone::with_config(cfg)))
-    }
-}
-
-impl Drop for TestZone {
-    fn drop(&mut self) {
-        // SAFETY: the test is over; nothing uses the zone's memory.
-        unsafe { self.0.destroy() }
-    }
-}
-
-impl std::ops::Deref for TestZone {
-    type Target = Zone;
-    fn deref(&self) -> &Zone {
-        &self.0
     }
 }
 

@@ -246,10 +246,7 @@ impl BlockBins {
         // SAFETY: forwarded contract.
         unsafe {
             self.owner(|st| {
-                let k = st.refresh(&pages());
-                if self.epoch.load(Relaxed) != epoch {
-                    self.on_tick(st, epoch, &pages(), &k);
-                }
+                let k = self.knobs_after_tick(st, epoch, &pages());
                 st.t.on_alloc(class_pages(class) as i32, &k);
                 let (p, c) = self.pop(st, class);
                 if p.is_null() {
@@ -399,10 +396,7 @@ impl BlockBins {
         // SAFETY: forwarded contract.
         unsafe {
             self.owner(|st| {
-                let k = st.refresh(&pages());
-                if self.epoch.load(Relaxed) != epoch {
-                    self.on_tick(st, epoch, &pages(), &k);
-                }
+                let k = self.knobs_after_tick(st, epoch, &pages());
                 let np = class_pages(class);
                 st.t.on_free(np as i32, &BINS_PARAMS, &k);
                 let n = *st.len.get_unchecked(class) as usize;
@@ -417,6 +411,17 @@ impl BlockBins {
                 spill
             })
         }
+    }
+
+    /// The knobs in force for the owner's work on the bins, once the tick
+    /// `epoch` brings is done if the bins missed it.
+    #[inline(always)]
+    fn knobs_after_tick(&self, st: &mut State, epoch: u32, pages: &Pages<'_>) -> Knobs {
+        let k = st.refresh(pages);
+        if self.epoch.load(Relaxed) != epoch {
+            self.on_tick(st, epoch, pages, &k);
+        }
+        k
     }
 
     /// The owner's first use in a new tick: `high` decays by an eighth

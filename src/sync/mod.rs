@@ -320,29 +320,13 @@ const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 /// Registers the process for expedited membarrier (once at init, and again
 /// in a forked child). Biased locking is used only if this succeeds.
 pub(crate) fn membarrier_init() {
-    // SAFETY: a plain syscall; failure just leaves biased locking off.
-    let ok = unsafe {
-        let saved = *libc::__errno_location();
-        let r = libc::syscall(
-            libc::SYS_membarrier,
-            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-            0,
-            0,
-        );
-        *libc::__errno_location() = saved;
-        r == 0
-    };
+    // Failure just leaves biased locking off.
+    let ok = sys::membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
     MEMBARRIER_OK.store(ok, Ordering::Relaxed);
 }
 
 fn membarrier() -> bool {
-    // SAFETY: a plain syscall on a registered process.
-    unsafe {
-        let saved = *libc::__errno_location();
-        let r = libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-        *libc::__errno_location() = saved;
-        r == 0
-    }
+    sys::membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)
 }
 
 impl BiasedLock {

@@ -21,6 +21,14 @@ pub fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// `membarrier(2)` with `cmd`, `flags` and `cpu_id`; errno is left as it
+/// was. True when the kernel took it.
+pub fn membarrier(cmd: libc::c_long, flags: libc::c_long, cpu: libc::c_long) -> bool {
+    let _keep = KeepErrno::new();
+    // SAFETY: membarrier reads no memory of ours; a refusal is its result.
+    unsafe { libc::syscall(libc::SYS_membarrier, cmd, flags, cpu) == 0 }
+}
+
 /// Keeps errno as it was when made, whatever the calls in its scope do:
 /// no function of the platform contract changes errno.
 pub(super) struct KeepErrno(i32);

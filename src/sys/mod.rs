@@ -25,9 +25,9 @@ pub use inject::inject_map_failures;
 pub use linux::MapAtError;
 pub use linux::{
     advise_huge, coarse_now_ns, collapse, commit, current_cpu, decommit, errno, for_each_env,
-    getenv, map, map_at, move_mapping, now_ns, page_size, release, release_many, reserve,
-    reserve_offset, resident_map, resident_pages, resize_in_place, secure_mode, set_errno, unmap,
-    write_fd, write_stderr, yield_now,
+    getenv, map, map_at, membarrier, move_mapping, now_ns, page_size, release, release_many,
+    reserve, reserve_offset, resident_map, resident_pages, resize_in_place, secure_mode, set_errno,
+    unmap, write_fd, write_stderr, yield_now,
 };
 pub use machine::{
     huge_page_bytes, llc_slice_bytes, mem_total_bytes, nr_cpus_online, nr_cpus_possible,

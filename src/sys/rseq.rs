@@ -164,18 +164,7 @@ fn feature_size() -> usize {
 }
 
 fn membarrier_register() -> bool {
-    // SAFETY: a plain syscall; errno is put back.
-    unsafe {
-        let saved = *libc::__errno_location();
-        let r = libc::syscall(
-            libc::SYS_membarrier,
-            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ,
-            0,
-            0,
-        );
-        *libc::__errno_location() = saved;
-        r == 0
-    }
+    super::linux::membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0)
 }
 
 /// Aborts every critical section in flight on the CPU that runs index
@@ -188,34 +177,12 @@ pub(crate) fn fence(index: usize) -> bool {
     } else {
         (MEMBARRIER_CMD_FLAG_CPU, index as libc::c_long)
     };
-    // SAFETY: a plain syscall on a registered process; errno is put back.
-    unsafe {
-        let saved = *libc::__errno_location();
-        let r = libc::syscall(
-            libc::SYS_membarrier,
-            MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
-            flags,
-            cpu,
-        );
-        *libc::__errno_location() = saved;
-        r == 0
-    }
+    super::linux::membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, flags, cpu)
 }
 
 /// [`fence`] on every CPU at once (fork's prepare).
 pub(crate) fn fence_all() -> bool {
-    // SAFETY: as in fence.
-    unsafe {
-        let saved = *libc::__errno_location();
-        let r = libc::syscall(
-            libc::SYS_membarrier,
-            MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
-            0,
-            0,
-        );
-        *libc::__errno_location() = saved;
-        r == 0
-    }
+    super::linux::membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0)
 }
 
 /// What [`lock_local`] did.

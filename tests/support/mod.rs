@@ -1,6 +1,8 @@
 //! Helpers for tests that run programs under LD_PRELOAD=libpcpalloc.so.
 #![allow(dead_code)]
 
+pub mod zone;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
