@@ -90,23 +90,25 @@ impl Heap {
     /// [`alloc_from_bins`](Self::alloc_from_bins)'s common case alone, for
     /// malloc's fast path: a request of at most [`BIN_MAX_BYTES`], aligned
     /// to a page at most and not zeroed, served by a plain hit
-    /// ([`BlockBins::take_hit`]). Null when anything else is needed: the
-    /// caller then takes the whole path, which does it.
+    /// ([`BlockBins::take_hit`]), and whether the hit should count for the
+    /// tick ([`note_large_allocated_tick_due`](Self::note_large_allocated_tick_due)).
+    /// Null when anything else is needed: the caller then takes the whole
+    /// path, which does it.
     ///
     /// # Safety
     /// As `alloc_from_bins`; `size <= BIN_MAX_BYTES`.
     #[inline(always)]
-    pub unsafe fn alloc_from_bins_hit(&self, size: usize, epoch: u32) -> *mut u8 {
+    pub unsafe fn alloc_from_bins_hit(&self, size: usize, epoch: u32) -> (*mut u8, bool) {
         debug_assert!(!self.is_empty_heap() && size <= BIN_MAX_BYTES);
         let class = class_of_small(size.div_ceil(PAGE_SIZE));
         // SAFETY: forwarded contract.
         unsafe {
             let (head, class) = self.block_bins.take_hit(class, epoch);
             if head.is_null() {
-                return ptr::null_mut();
+                return (ptr::null_mut(), false);
             }
-            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
-            large::make_of_class(head, class, size, false)
+            let tick = self.note_large_allocated_tick_due(class_pages(class) * PAGE_SIZE);
+            (large::make_of_class(head, class, size, false), tick)
         }
     }
 

@@ -30,6 +30,10 @@ pub struct HeapUsage {
     pub remote_freed: i64,
 }
 
+/// The bytes of block-bin hits that count as one call of a slow path for
+/// the tick (a power of two; blocks from the bins are at most 256 KiB).
+const HIT_TICK_BYTES: u64 = 1 << 20;
+
 /// Bytes of the objects counted per class in `counts`.
 fn bytes_of(counts: &[AtomicU64; NR_CLASSES]) -> u64 {
     counts
@@ -45,6 +49,20 @@ impl Heap {
     #[inline]
     pub fn note_large_allocated(&self, bytes: usize) {
         bump(&self.large_allocated, bytes as u64);
+    }
+
+    /// [`note_large_allocated`](Self::note_large_allocated) for a hit in
+    /// the block bins, which runs no slow path: true each time the count
+    /// passes a multiple of [`HIT_TICK_BYTES`], when the hit should count
+    /// as a slow path's call for the tick (`runtime::tick`). A test of the
+    /// word the hit writes anyway, where a call per hit wrote a counter
+    /// every thread shares. Owner only.
+    #[inline(always)]
+    pub fn note_large_allocated_tick_due(&self, bytes: usize) -> bool {
+        let old = self.large_allocated.load(Relaxed);
+        let new = old.wrapping_add(bytes as u64);
+        self.large_allocated.store(new, Relaxed);
+        (old ^ new) >= HIT_TICK_BYTES
     }
 
     /// Counts a large block of `bytes` freed by this heap's thread. Owner

@@ -340,13 +340,22 @@ unsafe fn free_small_traced_plain(p: *mut u8, s: *mut Slab) {
 /// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
+    if valgrind::on() || profile::sampling() {
+        return alloc_big_watched(size, align, zero);
+    }
+    alloc_big_unsampled(size, align, zero)
+}
+
+/// [`alloc_big`] under memcheck or while the heap profile samples: apart,
+/// so that the plain path keeps nothing across a call (its only calls are
+/// tail calls) and saves no registers.
+#[cold]
+#[inline(never)]
+fn alloc_big_watched(size: usize, align: usize, zero: bool) -> *mut u8 {
     if valgrind::on() {
         return valgrind::allocation(zero, || alloc_big_unsampled(size, align, zero));
     }
-    if profile::sampling() {
-        return sampled::alloc_big(size, || alloc_big_unsampled(size, align, zero));
-    }
-    alloc_big_unsampled(size, align, zero)
+    sampled::alloc_big(size, || alloc_big_unsampled(size, align, zero))
 }
 
 /// [`alloc_big`] itself, the heap profile aside.
@@ -357,11 +366,15 @@ fn alloc_big_unsampled(size: usize, align: usize, zero: bool) -> *mut u8 {
     // yet, past the exit hook, or tracing), whose bins are never used.
     unsafe {
         if size <= BIN_MAX_BYTES && align <= PAGE_SIZE && !zero && !(*h).is_empty_heap() {
-            let p = (*h).alloc_from_bins_hit(size, PAGES.zone.epoch());
+            let (p, tick_due) = (*h).alloc_from_bins_hit(size, PAGES.zone.epoch());
             if !p.is_null() {
                 // Without a background thread, ticks run from allocations
-                // (every so many): a bin hit counts as the slow path does.
-                return tick::on_slow_path_then(p);
+                // (every so many): bin hits count as a slow path's call
+                // once per so many bytes.
+                if tick_due {
+                    return tick::on_slow_path_then(p);
+                }
+                return p;
             }
         }
     }
@@ -477,13 +490,25 @@ fn alloc_page_block(size: usize, align: usize, zero: bool) -> *mut u8 {
 #[inline(never)]
 pub(crate) unsafe fn free_block(p: *mut u8, d: *mut Page) {
     if valgrind::on() {
-        valgrind::freeing(p);
         // SAFETY: forwarded contract.
-        unsafe { free_block_plain(p, d) };
-        return valgrind::freed();
+        return unsafe { free_block_watched(p, d) };
     }
     // SAFETY: forwarded contract.
     unsafe { free_block_plain(p, d) }
+}
+
+/// [`free_block`] under memcheck: apart, so that the plain path saves no
+/// registers.
+///
+/// # Safety
+/// As [`free_block`].
+#[cold]
+#[inline(never)]
+unsafe fn free_block_watched(p: *mut u8, d: *mut Page) {
+    valgrind::freeing(p);
+    // SAFETY: forwarded contract.
+    unsafe { free_block_plain(p, d) };
+    valgrind::freed();
 }
 
 /// [`free_block`]'s work.
