@@ -336,8 +336,9 @@ fn figure(text: &str, unit: &str) -> f64 {
 /// program faults in fewer than 10 pages per MiB allocated — memory freed
 /// is used again, not given back and faulted in anew. (Before: 1.2-3.4%
 /// given back, 4-8 faults per MiB; after the give-back at the free,
-/// 0.6-2.3% and 14-87 faults per MiB, glibc's 64-92. Now 0.03-0.09%, 1-5
-/// faults.) The throughput is printed beside glibc's, not asserted.
+/// 0.6-2.3% and 14-87 faults per MiB, glibc's 64-92. Now 0.06-0.23% on an
+/// idle machine, up to 0.52% under a load of 10, and 1-5 faults.) The
+/// throughput is printed beside glibc's, not asserted.
 #[test]
 fn producer_consumer_does_not_give_back_what_it_uses_again() {
     let args = ["3", "64"];

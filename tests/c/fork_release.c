@@ -54,7 +54,7 @@ static void *worker(void *arg) {
 }
 
 static int child(void) {
-    alarm(15);
+    alarm(25);
     if (pcp_stat("nr_isolated_pages") != 0) {
         fprintf(stderr, "child: %llu pages isolated at the fork\n", (unsigned long long)pcp_stat("nr_isolated_pages"));
         return 2;
@@ -71,8 +71,9 @@ static int child(void) {
     }
     /* The child's own background thread may be inside a release right
      * now: its isolated blocks must come back, not be none at this
-     * instant. */
-    for (int i = 0; i < 200 && pcp_stat("nr_isolated_pages") != 0; i++)
+     * instant (within 10 s: a loaded machine may not run that thread for
+     * a while; the alarm above stops a hang). */
+    for (int i = 0; i < 1000 && pcp_stat("nr_isolated_pages") != 0; i++)
         usleep(10000);
     CHECK(pcp_stat("nr_isolated_pages") == 0);
     return 0;
