@@ -131,7 +131,13 @@ pub(crate) fn show(w: &mut dyn Write) -> fmt::Result {
 pub(crate) fn configure(s: Setting) {
     AT_PEAKS.store(s.peaks, Relaxed);
     if MEAN.swap(s.mean, Relaxed) != s.mean {
-        GENERATION.fetch_add(1, Relaxed);
+        let _ = GENERATION.fetch_update(Relaxed, Relaxed, |g| {
+            Some(if g >= sampler::GENERATION_MAX {
+                1
+            } else {
+                g + 1
+            })
+        });
     }
 }
 

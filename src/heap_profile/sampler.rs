@@ -35,12 +35,20 @@ pub struct Sampler<const N: usize> {
     large_until: u64,
     /// xorshift64* state (0: not seeded yet).
     rng: u64,
-    /// The [`Rate::generation`] these countdowns were drawn for.
+    /// The [`Rate::generation`] these countdowns were drawn for
+    /// ([`NEVER`] before the first draw), plus [`BUSY`] while the thread
+    /// takes a sample (the allocations the unwinder makes meanwhile are
+    /// not sampled): one compare tells whether the countdowns are in
+    /// force.
     generation: u32,
-    /// Set while the thread takes a sample: the allocations the unwinder
-    /// makes meanwhile are not sampled.
-    pub busy: bool,
 }
+
+/// In a sampler's generation while its thread takes a sample.
+const BUSY: u32 = 1 << 31;
+/// A sampler's generation before its first draw, which no rate has.
+const NEVER: u32 = 1 << 30;
+/// The last generation a rate may have; the next is 1 again.
+pub(crate) const GENERATION_MAX: u32 = NEVER - 1;
 
 /// The sampling rate every thread follows, and a generation that moves
 /// whenever it changes (so every thread draws its countdowns again).
@@ -65,8 +73,7 @@ impl<const N: usize> Sampler<N> {
             until: [0; N],
             large_until: 0,
             rng: 0,
-            generation: 0,
-            busy: false,
+            generation: NEVER,
         }
     }
 
@@ -75,7 +82,8 @@ impl<const N: usize> Sampler<N> {
     /// if it did: the caller then caps what its bins may hand out.
     #[inline]
     pub fn sync(&mut self, rate: Rate, sizes: &[u32; N], seed: impl FnOnce() -> u64) -> bool {
-        if self.generation == rate.generation && self.rng != 0 {
+        debug_assert!(!self.busy());
+        if self.generation == rate.generation {
             return false;
         }
         self.redraw(rate, sizes, seed());
@@ -95,11 +103,26 @@ impl<const N: usize> Sampler<N> {
     }
 
     /// Whether the countdowns were drawn for rate generation `generation`
-    /// (never 0 once sampling is on: a sampler that never drew has 0) and
-    /// the thread is not inside a sample.
+    /// (in `1..=GENERATION_MAX`) and the thread is not inside a sample.
     #[inline]
     pub fn ready(&self, generation: u32) -> bool {
-        self.generation == generation && !self.busy
+        self.generation == generation
+    }
+
+    /// Whether the thread is inside a sample.
+    #[inline]
+    pub fn busy(&self) -> bool {
+        self.generation & BUSY != 0
+    }
+
+    /// Marks the thread inside a sample, or out of it.
+    #[inline]
+    pub fn set_busy(&mut self, busy: bool) {
+        if busy {
+            self.generation |= BUSY;
+        } else {
+            self.generation &= !BUSY;
+        }
     }
 
     /// Whether the next allocation of small class `class` is sampled.
@@ -200,9 +223,11 @@ pub fn weight(size: usize, mean: u64) -> (u64, u64) {
     // 1 - exp(-x), precise for small x.
     let p = -libm::expm1(-size / mean.max(1) as f64);
     let objects = 1.0 / p;
+    // Rounded by adding a half (both are positive and far below 2^52):
+    // `f64::round` is a call into the C library, half a sample's weight.
     (
-        (size * objects).round() as u64,
-        (objects * OBJECT_SCALE as f64).round() as u64,
+        (size * objects + 0.5) as u64,
+        (objects * OBJECT_SCALE as f64 + 0.5) as u64,
     )
 }
 

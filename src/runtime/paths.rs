@@ -81,12 +81,7 @@ fn refill(h: *mut Heap, class: usize) -> *mut u8 {
     if profile::sampling() {
         // SAFETY: h is this thread's heap.
         return unsafe {
-            sampled::alloc_small(
-                h,
-                class,
-                || refill_plain(h, class),
-                alloc_sample_block,
-            )
+            sampled::alloc_small(h, class, || refill_plain(h, class), alloc_sample_block)
         };
     }
     refill_plain(h, class)

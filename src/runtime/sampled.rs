@@ -61,16 +61,15 @@ enum Small {
 /// class (`< NR_CLASSES`, unchecked).
 #[inline(always)]
 pub(crate) unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
-    // SAFETY: the empty heap is only compared; this thread owns any other.
+    // SAFETY: the sampler is only read until it says the heap is a
+    // thread's that drew for this rate and is not inside a sample (the
+    // empty heap's never drew); this thread owns such a heap.
     unsafe {
-        if (*h).is_empty_heap() {
+        if !(*Heap::sampler(h)).ready(profile::generation()) {
             return core::ptr::null_mut();
         }
         let mut o = (*h).owned();
         let l = o.local();
-        if !l.profile.ready(profile::generation()) {
-            return core::ptr::null_mut();
-        }
         // Null when the countdown is out (a sample is due) or the bin
         // empty; class is a class (the malloc path's).
         l.bins
@@ -100,7 +99,7 @@ pub(crate) unsafe fn alloc_small(
     let step = unsafe {
         let mut o = (*h).owned();
         let l = o.local();
-        if l.profile.busy {
+        if l.profile.busy() {
             Small::Busy
         } else {
             if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
@@ -173,7 +172,7 @@ pub fn alloc_big(size: usize, plain: impl FnOnce() -> *mut u8) -> *mut u8 {
         } else {
             let mut o = (*h).owned();
             let l = o.local();
-            if l.profile.busy {
+            if l.profile.busy() {
                 false
             } else {
                 if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
@@ -220,10 +219,10 @@ unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
     }
     // SAFETY: h is this thread's heap (contract); each handle lives for
     // one statement.
-    unsafe { (*h).owned().local().profile.busy = true };
-    let mut frames = [0usize; unwind::STACK_WORDS];
-    let n = unwind::capture(&mut frames);
-    let (r, peak) = profile::add_sample(&frames[..n], size, mean);
+    unsafe { (*h).owned().local().profile.set_busy(true) };
+    let mut stack = unwind::Stack::new();
+    unwind::capture(&mut stack);
+    let (r, peak) = profile::add_sample(stack.frames(), size, mean);
     if !r.is_null() {
         // SAFETY: p is a live block of the caller's (contract).
         unsafe {
@@ -236,7 +235,7 @@ unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
         write_file(Some(b".peak"));
     }
     // SAFETY: as above.
-    unsafe { (*h).owned().local().profile.busy = false };
+    unsafe { (*h).owned().local().profile.set_busy(false) };
 }
 
 /// Whether the thread runs on its alternate signal stack (a handler of
