@@ -168,12 +168,16 @@ pub(crate) fn summary() -> Summary {
     }
 }
 
-/// Counts a sample of `size` bytes taken at `frames`; returns its record
+/// Counts a sample taken at `frames` that stands for `(bytes, objects)`
+/// ([`weight`] of its size at one sample per `mean` bytes); returns its record
 /// (null if metadata memory ran out) and whether the live bytes just
 /// passed a new peak worth a dump (asked for with `,peak`: an eighth
 /// above the last one dumped, and four samples' worth at least).
-pub(crate) fn add_sample(frames: &[usize], size: usize, mean: u64) -> (*mut Record, bool) {
-    let (bytes, objects) = weight(size, mean);
+pub(crate) fn add_sample(
+    frames: &[usize],
+    (bytes, objects): (u64, u64),
+    mean: u64,
+) -> (*mut Record, bool) {
     let mut t = TABLE.lock();
     let r = t.add(frames, bytes, objects);
     let mut peak = false;

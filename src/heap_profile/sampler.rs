@@ -31,6 +31,9 @@
 pub struct Sampler<const N: usize> {
     /// Per small class, the allocations before the one a sample falls on.
     until: [u32; N],
+    /// Per small class, what a sample of it stands for at the rate drawn
+    /// for ([`weight`], whose `expm1` is a tenth of a sample's cost).
+    small_weights: [(u64, u64); N],
     /// Bytes of blocks above 8 KiB before the point of the next sample.
     large_until: u64,
     /// xorshift64* state (0: not seeded yet).
@@ -71,6 +74,7 @@ impl<const N: usize> Sampler<N> {
     pub const fn new() -> Self {
         Sampler {
             until: [0; N],
+            small_weights: [(0, 0); N],
             large_until: 0,
             rng: 0,
             generation: NEVER,
@@ -98,6 +102,7 @@ impl<const N: usize> Sampler<N> {
         self.generation = rate.generation;
         for (class, &size) in sizes.iter().enumerate() {
             self.until[class] = self.draw_objects(rate.mean, size);
+            self.small_weights[class] = weight(size as usize, rate.mean);
         }
         self.large_until = self.draw_bytes(rate.mean);
     }
@@ -158,6 +163,13 @@ impl<const N: usize> Sampler<N> {
         let g = avail.min(self.until[class]);
         self.until[class] -= g;
         g
+    }
+
+    /// What a sample of small class `class` stands for ([`weight`] of its
+    /// size at the rate the countdowns were drawn for).
+    #[inline]
+    pub fn small_weight(&self, class: usize) -> (u64, u64) {
+        self.small_weights[class]
     }
 
     /// An allocation of small class `class` (of `size` bytes) was sampled:
@@ -330,5 +342,16 @@ mod tests {
         assert!(s.small_due(1));
         s.sampled_small(1, 64, 4096);
         let _ = g;
+    }
+
+    #[test]
+    fn small_weights_are_those_of_the_rate_drawn_for() {
+        let sizes = [16u32, 1024];
+        let mut s = Sampler::<2>::new();
+        for (mean, generation) in [(4096, 1), (512 << 10, 2)] {
+            assert!(s.sync(Rate { mean, generation }, &sizes, || 5));
+            assert_eq!(s.small_weight(0), weight(16, mean));
+            assert_eq!(s.small_weight(1), weight(1024, mean));
+        }
     }
 }

@@ -54,7 +54,9 @@ enum Small {
 /// The bin of `class` of heap `h` ran out of credit with objects on it
 /// and no sample of the class is due: it gets credit for as many as the
 /// countdown allows and pops one. Null (nothing done) in every other case,
-/// which [`alloc_small`] sorts out.
+/// which [`alloc_small`] sorts out — among them every call while not
+/// sampling: a sampler draws only while sampling, and the rate's
+/// generation moves when sampling stops, so none is ready then.
 ///
 /// # Safety
 /// `h` is the calling thread's heap, or the empty heap; `class` is a
@@ -142,11 +144,11 @@ pub(crate) unsafe fn alloc_small(
         Small::Sample => {
             let size = CLASS_SIZE[class];
             // SAFETY: as above.
-            unsafe {
-                (*h).owned()
-                    .local()
-                    .profile
-                    .sampled_small(class, size, rate.mean)
+            let weight = unsafe {
+                let mut o = (*h).owned();
+                let l = o.local();
+                l.profile.sampled_small(class, size, rate.mean);
+                l.profile.small_weight(class)
             };
             let p = page_block(size as usize);
             if p.is_null() {
@@ -154,7 +156,7 @@ pub(crate) unsafe fn alloc_small(
             }
             // SAFETY: p is a live page-granular block, not yet the
             // program's; h is this thread's heap.
-            unsafe { record(h, p, size as usize, rate.mean) };
+            unsafe { record(h, p, weight, rate.mean) };
             p
         }
     }
@@ -189,7 +191,7 @@ pub fn alloc_big(size: usize, plain: impl FnOnce() -> *mut u8) -> *mut u8 {
     if due && !p.is_null() {
         // SAFETY: p is a live block not yet the program's; h is this
         // thread's heap.
-        unsafe { record(h, p, size, rate.mean) };
+        unsafe { record(h, p, profile::weight(size, rate.mean), rate.mean) };
     }
     p
 }
@@ -206,14 +208,15 @@ unsafe fn block_of(p: *mut u8) -> *mut LargeBlock {
     }
 }
 
-/// Takes the sample of block `p` (`size` bytes asked for) for heap `h`'s
-/// thread: its stack, counted in the profile, the record in the block's
+/// Takes the sample of block `p` for heap `h`'s thread, standing for
+/// `weight` (bytes, objects: [`profile::weight`]) at one sample per `mean`
+/// bytes: its stack, counted in the profile, the record in the block's
 /// descriptor.
 ///
 /// # Safety
 /// `h` is the calling thread's heap; `p` is a live page-granular block
 /// the program does not have yet.
-unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
+unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
     if on_signal_stack() {
         return;
     }
@@ -222,7 +225,7 @@ unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
     unsafe { (*h).owned().local().profile.set_busy(true) };
     let mut stack = unwind::Stack::new();
     unwind::capture(&mut stack);
-    let (r, peak) = profile::add_sample(stack.frames(), size, mean);
+    let (r, peak) = profile::add_sample(stack.frames(), weight, mean);
     if !r.is_null() {
         // SAFETY: p is a live block of the caller's (contract).
         unsafe {
