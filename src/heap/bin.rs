@@ -77,7 +77,9 @@ use crate::util::addressed_by_register;
 pub struct Bins {
     /// Each class's list and state word. Hot: at offset 0 of the heap.
     bins: [Bin; NR_CLASSES],
-    /// Most objects each bin holds.
+    /// Each bin's room field when it is empty: its limit (the most objects
+    /// it holds) plus [`ROOM_BIAS`], so that a length is one subtraction
+    /// from the field (the credit visit's).
     limit: [u32; NR_CLASSES],
 }
 
@@ -204,33 +206,28 @@ fn is_bin_offset(offset: usize) -> bool {
     offset < NR_CLASSES << BIN_SHIFT && offset.is_multiple_of(1 << BIN_SHIFT)
 }
 
-/// The room in `state` word `s`.
-#[inline(always)]
-fn room_of(s: u64) -> i32 {
-    (s & FIELD_MASK) as i32 - ROOM_BIAS as i32
-}
-
 /// The credit (pops allowed) in `state` word `s`.
 #[inline(always)]
 fn credit_in(s: u64) -> u32 {
     ((s >> COUNT_SHIFT) & FIELD_MASK) as u32 - COUNT_BIAS as u32
 }
 
-/// The length of a bin of `limit` whose `state` word is `s`.
+/// The length of a bin whose `state` word is `s` and whose `limit` field
+/// is `limit` (its limit plus [`ROOM_BIAS`]).
 #[inline(always)]
 fn length_in(s: u64, limit: u32) -> u32 {
-    (limit as i32 - room_of(s)) as u32
+    limit.wrapping_sub((s & FIELD_MASK) as u32)
 }
 
-/// The `state` word of a bin of `limit` holding `n` objects, of which
-/// `credit` may be popped, after `pushes` pushes.
+/// The `state` word of a bin whose `limit` field is `limit` (its limit
+/// plus [`ROOM_BIAS`]) holding `n` objects, of which `credit` may be
+/// popped, after `pushes` pushes.
 #[inline(always)]
 fn state_of(limit: u32, n: u32, credit: u32, pushes: u64) -> u64 {
     debug_assert!(credit <= n);
-    let room = (i64::from(limit) - i64::from(n)) as u64;
     (pushes << PUSHES_SHIFT)
         | ((u64::from(credit) + COUNT_BIAS) << COUNT_SHIFT)
-        | (room.wrapping_add(ROOM_BIAS) & FIELD_MASK)
+        | (u64::from(limit.wrapping_sub(n)) & FIELD_MASK)
 }
 
 /// The limit of each class's bin.
@@ -245,16 +242,14 @@ impl Bins {
                 state: AtomicU64::new(0),
             }
         }; NR_CLASSES];
+        let mut limit = limits;
         let mut c = 0;
         while c < NR_CLASSES {
-            bins[c].state =
-                AtomicU64::new((limits[c] as u64 + ROOM_BIAS) | (COUNT_BIAS << COUNT_SHIFT));
+            limit[c] += ROOM_BIAS as u32;
+            bins[c].state = AtomicU64::new(limit[c] as u64 | (COUNT_BIAS << COUNT_SHIFT));
             c += 1;
         }
-        Bins {
-            bins,
-            limit: limits,
-        }
+        Bins { bins, limit }
     }
 
     /// The bin `offset` bytes in, its address computed in a register the

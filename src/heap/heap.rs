@@ -372,6 +372,17 @@ impl Heap {
         }
     }
 
+    /// The heap profile's sampler, for the owner's slow path to read
+    /// before it makes a handle (the empty heap's too: it never drew).
+    ///
+    /// # Safety
+    /// `h` is a live heap; the owner alone writes the sampler.
+    #[inline(always)]
+    pub unsafe fn sampler(h: *const Heap) -> *const Sampler<NR_CLASSES> {
+        // SAFETY: forwarded contract.
+        unsafe { addr_of!((*(*h).local.get()).profile) }
+    }
+
     /// The bins, for the owner's fast paths.
     ///
     /// # Safety

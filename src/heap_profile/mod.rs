@@ -131,7 +131,13 @@ pub(crate) fn show(w: &mut dyn Write) -> fmt::Result {
 pub(crate) fn configure(s: Setting) {
     AT_PEAKS.store(s.peaks, Relaxed);
     if MEAN.swap(s.mean, Relaxed) != s.mean {
-        GENERATION.fetch_add(1, Relaxed);
+        let _ = GENERATION.fetch_update(Relaxed, Relaxed, |g| {
+            Some(if g >= sampler::GENERATION_MAX {
+                1
+            } else {
+                g + 1
+            })
+        });
     }
 }
 
@@ -162,12 +168,16 @@ pub(crate) fn summary() -> Summary {
     }
 }
 
-/// Counts a sample of `size` bytes taken at `frames`; returns its record
+/// Counts a sample taken at `frames` that stands for `(bytes, objects)`
+/// ([`weight`] of its size at one sample per `mean` bytes); returns its record
 /// (null if metadata memory ran out) and whether the live bytes just
 /// passed a new peak worth a dump (asked for with `,peak`: an eighth
 /// above the last one dumped, and four samples' worth at least).
-pub(crate) fn add_sample(frames: &[usize], size: usize, mean: u64) -> (*mut Record, bool) {
-    let (bytes, objects) = weight(size, mean);
+pub(crate) fn add_sample(
+    frames: &[usize],
+    (bytes, objects): (u64, u64),
+    mean: u64,
+) -> (*mut Record, bool) {
     let mut t = TABLE.lock();
     let r = t.add(frames, bytes, objects);
     let mut peak = false;

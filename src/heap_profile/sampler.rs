@@ -31,16 +31,27 @@
 pub struct Sampler<const N: usize> {
     /// Per small class, the allocations before the one a sample falls on.
     until: [u32; N],
+    /// Per small class, what a sample of it stands for at the rate drawn
+    /// for ([`weight`], whose `expm1` is a tenth of a sample's cost).
+    small_weights: [(u64, u64); N],
     /// Bytes of blocks above 8 KiB before the point of the next sample.
     large_until: u64,
     /// xorshift64* state (0: not seeded yet).
     rng: u64,
-    /// The [`Rate::generation`] these countdowns were drawn for.
+    /// The [`Rate::generation`] these countdowns were drawn for
+    /// ([`NEVER`] before the first draw), plus [`BUSY`] while the thread
+    /// takes a sample (the allocations the unwinder makes meanwhile are
+    /// not sampled): one compare tells whether the countdowns are in
+    /// force.
     generation: u32,
-    /// Set while the thread takes a sample: the allocations the unwinder
-    /// makes meanwhile are not sampled.
-    pub busy: bool,
 }
+
+/// In a sampler's generation while its thread takes a sample.
+const BUSY: u32 = 1 << 31;
+/// A sampler's generation before its first draw, which no rate has.
+const NEVER: u32 = 1 << 30;
+/// The last generation a rate may have; the next is 1 again.
+pub(crate) const GENERATION_MAX: u32 = NEVER - 1;
 
 /// The sampling rate every thread follows, and a generation that moves
 /// whenever it changes (so every thread draws its countdowns again).
@@ -63,10 +74,10 @@ impl<const N: usize> Sampler<N> {
     pub const fn new() -> Self {
         Sampler {
             until: [0; N],
+            small_weights: [(0, 0); N],
             large_until: 0,
             rng: 0,
-            generation: 0,
-            busy: false,
+            generation: NEVER,
         }
     }
 
@@ -75,7 +86,8 @@ impl<const N: usize> Sampler<N> {
     /// if it did: the caller then caps what its bins may hand out.
     #[inline]
     pub fn sync(&mut self, rate: Rate, sizes: &[u32; N], seed: impl FnOnce() -> u64) -> bool {
-        if self.generation == rate.generation && self.rng != 0 {
+        debug_assert!(!self.busy());
+        if self.generation == rate.generation {
             return false;
         }
         self.redraw(rate, sizes, seed());
@@ -90,16 +102,32 @@ impl<const N: usize> Sampler<N> {
         self.generation = rate.generation;
         for (class, &size) in sizes.iter().enumerate() {
             self.until[class] = self.draw_objects(rate.mean, size);
+            self.small_weights[class] = weight(size as usize, rate.mean);
         }
         self.large_until = self.draw_bytes(rate.mean);
     }
 
     /// Whether the countdowns were drawn for rate generation `generation`
-    /// (never 0 once sampling is on: a sampler that never drew has 0) and
-    /// the thread is not inside a sample.
+    /// (in `1..=GENERATION_MAX`) and the thread is not inside a sample.
     #[inline]
     pub fn ready(&self, generation: u32) -> bool {
-        self.generation == generation && !self.busy
+        self.generation == generation
+    }
+
+    /// Whether the thread is inside a sample.
+    #[inline]
+    pub fn busy(&self) -> bool {
+        self.generation & BUSY != 0
+    }
+
+    /// Marks the thread inside a sample, or out of it.
+    #[inline]
+    pub fn set_busy(&mut self, busy: bool) {
+        if busy {
+            self.generation |= BUSY;
+        } else {
+            self.generation &= !BUSY;
+        }
     }
 
     /// Whether the next allocation of small class `class` is sampled.
@@ -135,6 +163,13 @@ impl<const N: usize> Sampler<N> {
         let g = avail.min(self.until[class]);
         self.until[class] -= g;
         g
+    }
+
+    /// What a sample of small class `class` stands for ([`weight`] of its
+    /// size at the rate the countdowns were drawn for).
+    #[inline]
+    pub fn small_weight(&self, class: usize) -> (u64, u64) {
+        self.small_weights[class]
     }
 
     /// An allocation of small class `class` (of `size` bytes) was sampled:
@@ -200,9 +235,11 @@ pub fn weight(size: usize, mean: u64) -> (u64, u64) {
     // 1 - exp(-x), precise for small x.
     let p = -libm::expm1(-size / mean.max(1) as f64);
     let objects = 1.0 / p;
+    // Rounded by adding a half (both are positive and far below 2^52):
+    // `f64::round` is a call into the C library, half a sample's weight.
     (
-        (size * objects).round() as u64,
-        (objects * OBJECT_SCALE as f64).round() as u64,
+        (size * objects + 0.5) as u64,
+        (objects * OBJECT_SCALE as f64 + 0.5) as u64,
     )
 }
 
@@ -305,5 +342,16 @@ mod tests {
         assert!(s.small_due(1));
         s.sampled_small(1, 64, 4096);
         let _ = g;
+    }
+
+    #[test]
+    fn small_weights_are_those_of_the_rate_drawn_for() {
+        let sizes = [16u32, 1024];
+        let mut s = Sampler::<2>::new();
+        for (mean, generation) in [(4096, 1), (512 << 10, 2)] {
+            assert!(s.sync(Rate { mean, generation }, &sizes, || 5));
+            assert_eq!(s.small_weight(0), weight(16, mean));
+            assert_eq!(s.small_weight(1), weight(1024, mean));
+        }
     }
 }

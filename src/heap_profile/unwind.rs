@@ -34,6 +34,7 @@
 //! name.
 
 use core::ffi::{c_int, c_void};
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 
 use super::maps;
@@ -46,6 +47,43 @@ pub(crate) const STACK_WORDS: usize = MAX_FRAMES + 1;
 /// The outermost word of a stack cut at [`MAX_FRAMES`] (no code is at
 /// address 1).
 pub(crate) const TRUNCATED: usize = 1;
+
+/// A captured stack: its words, innermost first, of which only those
+/// pushed are set (the rest is not zeroed first: a memset of half a KiB
+/// was 50 instructions a sample).
+pub(crate) struct Stack {
+    words: [MaybeUninit<usize>; STACK_WORDS],
+    len: usize,
+}
+
+impl Stack {
+    /// An empty stack.
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        let mut s = MaybeUninit::<Stack>::uninit();
+        // SAFETY: `len` is written; the words may stay uninitialised (a
+        // `MaybeUninit` each). Built field by field, as the array's
+        // `uninit()` repeated was zeroed by the compiler all the same.
+        unsafe {
+            core::ptr::addr_of_mut!((*s.as_mut_ptr()).len).write(0);
+            s.assume_init()
+        }
+    }
+
+    /// Adds `word` (the caller keeps to [`STACK_WORDS`]).
+    #[inline(always)]
+    fn push(&mut self, word: usize) {
+        self.words[self.len].write(word);
+        self.len += 1;
+    }
+
+    /// The words pushed.
+    #[inline(always)]
+    pub(crate) fn frames(&self) -> &[usize] {
+        // SAFETY: the first `len` words were written by `push`.
+        unsafe { core::slice::from_raw_parts(self.words.as_ptr().cast::<usize>(), self.len) }
+    }
+}
 
 /// libgcc's unwinder (`unwind.h`).
 mod ffi {
@@ -78,8 +116,7 @@ pub(crate) static SLOW_WALKS: AtomicUsize = AtomicUsize::new(0);
 
 /// A stack being captured.
 struct Capture<'a> {
-    frames: &'a mut [usize; STACK_WORDS],
-    n: usize,
+    frames: &'a mut Stack,
     own: (usize, usize),
 }
 
@@ -95,27 +132,26 @@ extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     // A return address points after its call: step back into the call
     // (a signal frame's address is the interrupted instruction itself).
     let pc = if before != 0 { ip } else { ip - 1 };
-    if c.n == 0 && pc >= c.own.0 && pc < c.own.1 {
+    if c.frames.len == 0 && pc >= c.own.0 && pc < c.own.1 {
         return ffi::URC_NO_REASON;
     }
-    if c.n == MAX_FRAMES {
-        c.frames[c.n] = TRUNCATED;
-        c.n += 1;
+    if c.frames.len == MAX_FRAMES {
+        c.frames.push(TRUNCATED);
         return ffi::URC_END_OF_STACK;
     }
-    c.frames[c.n] = pc;
-    c.n += 1;
+    c.frames.push(pc);
     ffi::URC_NO_REASON
 }
 
-/// Fills `frames` with the calling thread's stack, innermost first (the
-/// allocator's own frames left out where they can be told apart; past
-/// [`MAX_FRAMES`], [`TRUNCATED`] last); returns how many words. The caller marks itself busy first (see the module docs).
+/// Fills empty `frames` with the calling thread's stack, innermost first
+/// (the allocator's own frames left out where they can be told apart;
+/// past [`MAX_FRAMES`], [`TRUNCATED`] last). The caller marks itself busy
+/// first (see the module docs).
 ///
 /// The frames' rules come from the cache of `cfi.rs` when every frame
 /// has a common one (almost always), else from libgcc.
 #[inline(never)]
-pub(crate) fn capture(frames: &mut [usize; STACK_WORDS]) -> usize {
+pub(crate) fn capture(frames: &mut Stack) {
     prepare();
     let own = (OWN_START.load(Relaxed), OWN_END.load(Relaxed));
     #[cfg(target_arch = "x86_64")]
@@ -134,40 +170,37 @@ pub(crate) fn capture(frames: &mut [usize; STACK_WORDS]) -> usize {
                 options(nomem, nostack, preserves_flags),
             );
         }
-        let mut n = 0;
         // SAFETY: the registers of this very function, which is running.
         let walked = unsafe {
             super::cfi::walk(pc, sp, fp, |pc| {
-                if n == 0 && pc >= own.0 && pc < own.1 {
+                if frames.len == 0 && pc >= own.0 && pc < own.1 {
                     return true;
                 }
-                if n == MAX_FRAMES {
-                    frames[n] = TRUNCATED;
-                    n += 1;
+                if frames.len == MAX_FRAMES {
+                    frames.push(TRUNCATED);
                     return false;
                 }
-                frames[n] = pc;
-                n += 1;
+                frames.push(pc);
                 true
             })
         };
         if walked.is_some() {
-            return n;
+            return;
         }
         SLOW_WALKS.fetch_add(1, Relaxed);
+        frames.len = 0;
     }
     capture_libgcc(frames, own)
 }
 
 /// [`capture`] by libgcc's unwinder alone.
 #[inline(never)]
-fn capture_libgcc(frames: &mut [usize; STACK_WORDS], own: (usize, usize)) -> usize {
-    let mut c = Capture { frames, n: 0, own };
+fn capture_libgcc(frames: &mut Stack, own: (usize, usize)) {
+    let mut c = Capture { frames, own };
     // SAFETY: on_frame matches the callback type and reads `c` only.
     unsafe {
         ffi::_Unwind_Backtrace(on_frame, (&mut c as *mut Capture<'_>).cast());
     }
-    c.n
 }
 
 /// Once per process, at a point where nothing is held (a sample's start,
@@ -202,10 +235,9 @@ pub(crate) fn prepare() {
         OWN_START.store(own.0, Relaxed);
         OWN_END.store(own.1, Relaxed);
     }
-    let mut frames = [0usize; STACK_WORDS];
+    let mut frames = Stack::new();
     let mut c = Capture {
         frames: &mut frames,
-        n: 0,
         own: (0, 0),
     };
     // SAFETY: as in capture.
@@ -220,12 +252,12 @@ mod tests {
     use super::*;
 
     #[inline(never)]
-    fn both() -> ([usize; STACK_WORDS], usize, [usize; STACK_WORDS], usize) {
-        let mut fast = [0; STACK_WORDS];
-        let mut slow = [0; STACK_WORDS];
-        let n = capture(&mut fast);
-        let m = capture_libgcc(&mut slow, (0, 0));
-        (fast, n, slow, m)
+    fn both() -> (Stack, Stack) {
+        let mut fast = Stack::new();
+        let mut slow = Stack::new();
+        capture(&mut fast);
+        capture_libgcc(&mut slow, (0, 0));
+        (fast, slow)
     }
 
     /// The cached walk (`cfi.rs`) finds libgcc's frames: the same callers
@@ -234,13 +266,13 @@ mod tests {
     fn the_fast_walk_agrees_with_libgcc() {
         for _ in 0..2 {
             let slow_walks = SLOW_WALKS.load(Relaxed);
-            let (fast, n, slow, m) = both();
+            let (fast, slow) = both();
             assert_eq!(SLOW_WALKS.load(Relaxed), slow_walks, "libgcc walked");
-            assert!(n >= 4, "{n} frames");
+            assert!(fast.frames().len() >= 4, "{} frames", fast.frames().len());
             // capture_libgcc has one frame more of its own (its caller is
             // `both`, as `capture`'s is).
-            let slow = &slow[..m];
-            let fast = &fast[..n];
+            let slow = slow.frames();
+            let fast = fast.frames();
             let tail = fast.len().min(slow.len()) - 1;
             assert_eq!(
                 fast[fast.len() - tail..],

@@ -54,23 +54,24 @@ enum Small {
 /// The bin of `class` of heap `h` ran out of credit with objects on it
 /// and no sample of the class is due: it gets credit for as many as the
 /// countdown allows and pops one. Null (nothing done) in every other case,
-/// which [`alloc_small`] sorts out.
+/// which [`alloc_small`] sorts out — among them every call while not
+/// sampling: a sampler draws only while sampling, and the rate's
+/// generation moves when sampling stops, so none is ready then.
 ///
 /// # Safety
 /// `h` is the calling thread's heap, or the empty heap; `class` is a
 /// class (`< NR_CLASSES`, unchecked).
 #[inline(always)]
 pub(crate) unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
-    // SAFETY: the empty heap is only compared; this thread owns any other.
+    // SAFETY: the sampler is only read until it says the heap is a
+    // thread's that drew for this rate and is not inside a sample (the
+    // empty heap's never drew); this thread owns such a heap.
     unsafe {
-        if (*h).is_empty_heap() {
+        if !(*Heap::sampler(h)).ready(profile::generation()) {
             return core::ptr::null_mut();
         }
         let mut o = (*h).owned();
         let l = o.local();
-        if !l.profile.ready(profile::generation()) {
-            return core::ptr::null_mut();
-        }
         // Null when the countdown is out (a sample is due) or the bin
         // empty; class is a class (the malloc path's).
         l.bins
@@ -100,7 +101,7 @@ pub(crate) unsafe fn alloc_small(
     let step = unsafe {
         let mut o = (*h).owned();
         let l = o.local();
-        if l.profile.busy {
+        if l.profile.busy() {
             Small::Busy
         } else {
             if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
@@ -143,11 +144,11 @@ pub(crate) unsafe fn alloc_small(
         Small::Sample => {
             let size = CLASS_SIZE[class];
             // SAFETY: as above.
-            unsafe {
-                (*h).owned()
-                    .local()
-                    .profile
-                    .sampled_small(class, size, rate.mean)
+            let weight = unsafe {
+                let mut o = (*h).owned();
+                let l = o.local();
+                l.profile.sampled_small(class, size, rate.mean);
+                l.profile.small_weight(class)
             };
             let p = page_block(size as usize);
             if p.is_null() {
@@ -155,7 +156,7 @@ pub(crate) unsafe fn alloc_small(
             }
             // SAFETY: p is a live page-granular block, not yet the
             // program's; h is this thread's heap.
-            unsafe { record(h, p, size as usize, rate.mean) };
+            unsafe { record(h, p, weight, rate.mean) };
             p
         }
     }
@@ -173,7 +174,7 @@ pub fn alloc_big(size: usize, plain: impl FnOnce() -> *mut u8) -> *mut u8 {
         } else {
             let mut o = (*h).owned();
             let l = o.local();
-            if l.profile.busy {
+            if l.profile.busy() {
                 false
             } else {
                 if l.profile.sync(rate, &CLASS_SIZE, || seed(h)) {
@@ -190,7 +191,7 @@ pub fn alloc_big(size: usize, plain: impl FnOnce() -> *mut u8) -> *mut u8 {
     if due && !p.is_null() {
         // SAFETY: p is a live block not yet the program's; h is this
         // thread's heap.
-        unsafe { record(h, p, size, rate.mean) };
+        unsafe { record(h, p, profile::weight(size, rate.mean), rate.mean) };
     }
     p
 }
@@ -207,23 +208,24 @@ unsafe fn block_of(p: *mut u8) -> *mut LargeBlock {
     }
 }
 
-/// Takes the sample of block `p` (`size` bytes asked for) for heap `h`'s
-/// thread: its stack, counted in the profile, the record in the block's
+/// Takes the sample of block `p` for heap `h`'s thread, standing for
+/// `weight` (bytes, objects: [`profile::weight`]) at one sample per `mean`
+/// bytes: its stack, counted in the profile, the record in the block's
 /// descriptor.
 ///
 /// # Safety
 /// `h` is the calling thread's heap; `p` is a live page-granular block
 /// the program does not have yet.
-unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
+unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
     if on_signal_stack() {
         return;
     }
     // SAFETY: h is this thread's heap (contract); each handle lives for
     // one statement.
-    unsafe { (*h).owned().local().profile.busy = true };
-    let mut frames = [0usize; unwind::STACK_WORDS];
-    let n = unwind::capture(&mut frames);
-    let (r, peak) = profile::add_sample(&frames[..n], size, mean);
+    unsafe { (*h).owned().local().profile.set_busy(true) };
+    let mut stack = unwind::Stack::new();
+    unwind::capture(&mut stack);
+    let (r, peak) = profile::add_sample(stack.frames(), weight, mean);
     if !r.is_null() {
         // SAFETY: p is a live block of the caller's (contract).
         unsafe {
@@ -236,7 +238,7 @@ unsafe fn record(h: *mut Heap, p: *mut u8, size: usize, mean: u64) {
         write_file(Some(b".peak"));
     }
     // SAFETY: as above.
-    unsafe { (*h).owned().local().profile.busy = false };
+    unsafe { (*h).owned().local().profile.set_busy(false) };
 }
 
 /// Whether the thread runs on its alternate signal stack (a handler of
