@@ -36,7 +36,7 @@ use crate::meta;
 use crate::sync;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
-use super::{late, record, tick, tls};
+use super::{give_back, late, record, tick, tls};
 
 /// One lock (or family of locks) of the allocator.
 pub(crate) struct LockClass {
@@ -51,45 +51,53 @@ pub(crate) struct LockClass {
 /// order, written once; fork walks it.
 ///
 /// 1. the tick lock: held for a whole tick, which takes everything below;
-/// 2. the large bins' fork gate (`heap/block_bins.rs`): a remote drain —
+/// 2. the exits' measuring gate (`give_back.rs`): an exiting thread takes
+///    the pagesets' unmeasured large blocks off their lists to measure
+///    them without the pageset lock; fork closes the gate and waits for
+///    those under way, so the child finds every block on its list;
+/// 3. the large bins' fork gate (`heap/block_bins.rs`): a remote drain —
 ///    the tick's, a reclaim's, a trim's — holds one heap's bins and frees
 ///    into the pagesets and the zone; fork closes the gate and waits for
 ///    the drains under way (each owner's own side of its bins takes no
 ///    lock: a thread that does not survive the fork leaves its bins to the
 ///    child's `drain_lost_block_bins`, which takes them only if they were
 ///    left whole);
-/// 3. the late heap's lock (`late.rs`): a heap is acquired and pages are
+/// 4. the late heap's lock (`late.rs`): a heap is acquired and pages are
 ///    allocated under it;
-/// 4. the heap registry: the abandoned-heap list, then each heap's parked
+/// 5. the heap registry: the abandoned-heap list, then each heap's parked
 ///    slabs (a leaf while held on the allocation path: only ever tried);
-/// 5. the pagesets: the pool's free list, then each pageset (only ever
+/// 6. the pagesets: the pool's free list, then each pageset (only ever
 ///    tried on allocation and free paths; busy → straight to the zone);
-/// 6. the zone's release gate (`page_alloc/zone/release.rs`): a release
+/// 7. the zone's release gate (`page_alloc/zone/release.rs`): a release
 ///    (or a shrink) isolates free blocks off the lists, gives them back
 ///    without the zone lock and takes the lock again to put them back (or
 ///    offline); fork closes the gate and waits for those under way, so the
 ///    child finds no block isolated (inside, only the zone lock is taken);
-/// 7. the zone lock;
-/// 8. the huge-block cache and list (a leaf: nothing is taken under it);
-/// 9. the heap profile's table (`heap_profile/table.rs`: its stacks and
-///    records are made in the metadata arena under it);
-/// 10. the heap profile's look at the loader's unload count
+/// 8. the zone lock;
+/// 9. the huge-block cache and list (a leaf: nothing is taken under it);
+/// 10. the heap profile's table (`heap_profile/table.rs`: its stacks and
+///     records are made in the metadata arena under it);
+/// 11. the heap profile's look at the loader's unload count
 ///     (`heap_profile/cfi.rs`: a leaf, only ever tried on the sample path;
 ///     held here so no thread is inside `dl_iterate_phdr`, whose lock
 ///     glibc does not reset in the child, through a sample at the fork);
-/// 11. the metadata arena (heaps and pagesets are made under 4 and 5);
-/// 12. the trace buffers, one per heap (a leaf each: an event is pushed,
+/// 12. the metadata arena (heaps and pagesets are made under 5 and 6);
+/// 13. the trace buffers, one per heap (a leaf each: an event is pushed,
 ///     and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub(crate) static LOCKS: [LockClass; 12] = [
+pub(crate) static LOCKS: [LockClass; 13] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
             // SAFETY: the caller (fork's handlers) took it with `take`.
             unsafe { release_raw(&tick::TICK_LOCK.lock, child) }
         },
+    },
+    LockClass {
+        take: give_back::close_measure_gate,
+        release: give_back::open_measure_gate,
     },
     LockClass {
         take: || block_bins::FORK_GATE.close_for_fork(),

@@ -194,8 +194,13 @@ pub(crate) fn after_thread_exit() {
         }
     }
     tick_if_due();
+    // What the lists hold counts as what is resident once measured: an
+    // exit that leaves no more than the keep and a step gives nothing back.
     if give_back::due_at_exit() {
-        exit_give_back();
+        give_back::measure_at_exit();
+        if give_back::due_at_exit() {
+            exit_give_back();
+        }
     }
 }
 
