@@ -46,6 +46,7 @@ use crate::geometry::MAX_ORDER_PAGES;
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
 
 use super::class_lists_resident::{Lists, Residency};
+use super::depot::Depot;
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::block_classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
@@ -82,6 +83,8 @@ pub struct LargeCounters {
     /// Pages of blocks given back to the OS from the lists (their
     /// resident pages released, the blocks to the zone).
     pub released_pages: u64,
+    /// Blocks moved to the depot past a class's share of the lists.
+    pub shed: u64,
 }
 
 /// The state of a pageset's large lists (see the module docs). Guarded by
@@ -141,6 +144,9 @@ const LARGE_HIGH_MAX_FRACTION: usize = 2;
 /// rounds each: drain-before-grow empties the lists before the zone
 /// grows.)
 const LARGE_HIGH_MAX_FLOOR: usize = 2048;
+/// A free that leaves more than this many refills' worth of blocks of its
+/// class on the list sheds one to the depot.
+const SHED_BATCHES: usize = 2;
 /// Past `high`, a free gives back down to `high - high >> this`, so the
 /// next frees need not take the zone lock again at once.
 const LARGE_DRAIN_SHIFT: u32 = 3;
@@ -163,6 +169,7 @@ impl LargeLists {
                 free_high: 0,
                 steals: 0,
                 released_pages: 0,
+                shed: 0,
             },
         }
     }
@@ -466,16 +473,24 @@ impl LargeLists {
         }
     }
 
-    /// Frees block `p` of class `class` to its list; gives blocks back to
-    /// the zone when the lists hold more than `high`, or for free_high
-    /// (whose cut of `high` reads the zone's `batch`). Returns the pages
-    /// given back. A block measured on its way here counts towards the
+    /// Frees block `p` of class `class` to its list; gives blocks back —
+    /// to `depot` while it has room (`depot.rs`), else to the zone — when
+    /// the lists hold more than `high`, or for free_high (whose cut of
+    /// `high` reads the zone's `batch`). Returns the pages given back to
+    /// the zone. A block measured on its way here counts towards the
     /// tick's measurements (`class_lists_resident.rs`).
     ///
     /// # Safety
     /// As [`cache`](Self::cache).
     #[inline]
-    pub unsafe fn free(&mut self, zone: &Zone, p: *mut Page, class: usize, k: &Knobs) -> usize {
+    pub unsafe fn free(
+        &mut self,
+        zone: &Zone,
+        p: *mut Page,
+        class: usize,
+        k: &Knobs,
+        depot: Option<&Depot>,
+    ) -> usize {
         let pages = class_pages(class);
         if self.t.high == 0 {
             self.t.high = self.p.high_min;
@@ -503,13 +518,56 @@ impl LargeLists {
                 self.t.free_count = held as i32;
             }
             if self.t.wants_free_high(self.waiting_i32(), &self.p, k) {
-                return self.free_high(zone, k, class);
+                return self.free_high(zone, k, class, depot);
             }
         }
         if self.waiting() > self.high() {
-            return self.drain_over_high(zone, class);
+            return self.drain_over_high(zone, class, k, depot);
+        }
+        if let Some(d) = depot {
+            let per_batch = (self.p.batch.max(0) as usize / pages).clamp(1, LARGE_REFILL_MAX);
+            if self.lists[class].len() > SHED_BATCHES * per_batch {
+                self.shed(d, class, per_batch, k);
+            }
         }
         0
+    }
+
+    /// Moves the `n` coldest blocks of class `class` to `depot`, as far as
+    /// it has room and its lock is free: a list holding more than
+    /// [`SHED_BATCHES`] refills' worth of one class has more than this
+    /// CPU's next misses of it need, and another CPU's miss finds them
+    /// there (`depot.rs`).
+    #[cold]
+    #[inline(never)]
+    fn shed(&mut self, depot: &Depot, class: usize, n: usize, k: &Knobs) {
+        let Some(mut d) = depot.try_lock() else {
+            return;
+        };
+        let pages = class_pages(class);
+        for _ in 0..n {
+            let p = self.lists[class].last();
+            // SAFETY: p is the coldest block of a list of ours (the
+            // pageset lock is held by the caller).
+            let r = unsafe { (*p.cast::<LargeBlock>()).resident };
+            let units = if r == NOT_MEASURED {
+                pages
+            } else {
+                usize::from(r)
+            };
+            if !d.room_for(units, k) {
+                return;
+            }
+            // SAFETY: as above: unlinked and uncounted, the block is the
+            // depot's.
+            unsafe {
+                self.lists[class].remove(p);
+                self.uncount(p, pages);
+                (*p).set_kind(PageKind::None);
+                d.put(p, class);
+            }
+            self.c.shed += 1;
+        }
     }
 
     /// [`waiting`](Self::waiting) as the tuner counts it.
@@ -522,22 +580,29 @@ impl LargeLists {
     /// zone. Keeps `high_min` (the tuner's keep), and shrinks `high`.
     #[cold]
     #[inline(never)]
-    fn free_high(&mut self, zone: &Zone, k: &Knobs, class: usize) -> usize {
+    fn free_high(&mut self, zone: &Zone, k: &Knobs, class: usize, depot: Option<&Depot>) -> usize {
         self.c.free_high += 1;
         self.p.batch = zone.pcp_params().batch as i32;
         let keep = self.t.free_high(&self.p, k).max(0) as usize;
-        self.drain(zone, self.waiting().saturating_sub(keep), class)
-            .0
+        let want = self.waiting().saturating_sub(keep);
+        self.drain_via(zone, want, class, k, depot).0
     }
 
     /// Past `high`: gives back down to `high - high >> LARGE_DRAIN_SHIFT`
     /// and remembers it in `missed`.
     #[cold]
     #[inline(never)]
-    fn drain_over_high(&mut self, zone: &Zone, class: usize) -> usize {
+    fn drain_over_high(
+        &mut self,
+        zone: &Zone,
+        class: usize,
+        k: &Knobs,
+        depot: Option<&Depot>,
+    ) -> usize {
         let high = self.high();
         let target = high - (high >> LARGE_DRAIN_SHIFT);
-        let (drained, held) = self.drain(zone, self.waiting() - target, class);
+        let want = self.waiting() - target;
+        let (drained, held) = self.drain_via(zone, want, class, k, depot);
         self.t.note_given_back(held.min(i32::MAX as usize) as i32);
         drained
     }
@@ -597,6 +662,62 @@ impl LargeLists {
         drop(z);
         self.c.drained_pages += freed as u64;
         (freed, held)
+    }
+
+    /// [`drain`](Self::drain) (for less than everything), the blocks
+    /// going to `depot` first while it has room and its lock is free
+    /// (`depot.rs`), coldest first from class `first`; the rest to the
+    /// zone. Returns the pages given back to the zone and what all the
+    /// blocks given away held.
+    fn drain_via(
+        &mut self,
+        zone: &Zone,
+        want: usize,
+        first: usize,
+        k: &Knobs,
+        depot: Option<&Depot>,
+    ) -> (usize, usize) {
+        let mut held = 0;
+        if let Some(mut d) = depot
+            .filter(|_| want > 0 && self.count > 0)
+            .and_then(Depot::try_lock)
+        {
+            let mut class = first;
+            let mut empty_in_a_row = 0;
+            while held < want && self.count > 0 && empty_in_a_row < NR_LARGE_CLASSES {
+                let p = self.lists[class].last();
+                if p.is_null() {
+                    empty_in_a_row += 1;
+                    class = (class + 1) % NR_LARGE_CLASSES;
+                    continue;
+                }
+                empty_in_a_row = 0;
+                let n = class_pages(class);
+                // SAFETY: p is the coldest block of a list of ours (the
+                // pageset lock is held by the caller).
+                let r = unsafe { (*p.cast::<LargeBlock>()).resident };
+                let units = if r == NOT_MEASURED { n } else { usize::from(r) };
+                if !d.room_for(units, k) {
+                    break;
+                }
+                // SAFETY: as above: unlinked and uncounted, the block is
+                // the depot's.
+                unsafe {
+                    self.lists[class].remove(p);
+                    held += self.uncount(p, n);
+                    (*p).set_kind(PageKind::None);
+                    d.put(p, class);
+                }
+                if self.lists[class].is_empty() {
+                    class = (class + 1) % NR_LARGE_CLASSES;
+                }
+            }
+        }
+        if held >= want {
+            return (0, held);
+        }
+        let (freed, rest) = self.drain(zone, want - held, first);
+        (freed, held + rest)
     }
 
     /// Gives every block back to the zone. Returns the pages given back.

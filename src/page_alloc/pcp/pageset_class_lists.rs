@@ -16,6 +16,7 @@ use crate::section::page_addr;
 use crate::sys;
 
 use super::class_lists_resident::{measure_list, Residency};
+use super::depot::Depot;
 use super::pageset::{Pageset, PagesetGuard};
 
 /// Blocks given back to the OS per zone-lock hold.
@@ -60,6 +61,7 @@ impl Pageset {
             zone,
             class,
             knobs,
+            None,
             |g, c, more, extra| {
                 let (p, c) = steal(c, more, extra);
                 (g, p, c)
@@ -69,8 +71,9 @@ impl Pageset {
 
     /// [`alloc_large_or_steal`](Self::alloc_large_or_steal) with the way
     /// in already tried: `entered` is this pageset's guard, or None when
-    /// its lock was busy. A miss hands the guard to `steal(guard, class,
-    /// more, extra)`, which gives back the guard the blocks then join (the
+    /// its lock was busy. A miss takes a batch from `depot` (`depot.rs`)
+    /// if it has one, else hands the guard to `steal(guard, class, more,
+    /// extra)`, which gives back the guard the blocks then join (the
     /// same, or — a steal made with no lock held — the one it entered
     /// after) with what it stole.
     #[inline]
@@ -80,6 +83,7 @@ impl Pageset {
         zone: &Zone,
         class: usize,
         knobs: impl Fn() -> Knobs,
+        depot: Option<&Depot>,
         steal: impl FnOnce(
             PagesetGuard<'a>,
             usize,
@@ -96,17 +100,18 @@ impl Pageset {
             g.c.pgalloc += class_pages(c) as u64;
             return (p, c);
         }
-        Self::steal_or_refill(g, zone, class, &knobs, steal)
+        Self::steal_or_refill(g, zone, class, &knobs, depot, steal)
     }
 
     /// [`alloc_large_or_steal`](Self::alloc_large_or_steal)'s miss.
     #[cold]
     #[inline(never)]
     fn steal_or_refill<'a>(
-        g: PagesetGuard<'a>,
+        mut g: PagesetGuard<'a>,
         zone: &Zone,
         class: usize,
         knobs: &impl Fn() -> Knobs,
+        depot: Option<&Depot>,
         steal: impl FnOnce(
             PagesetGuard<'a>,
             usize,
@@ -116,6 +121,17 @@ impl Pageset {
     ) -> (*mut Page, usize) {
         let more = g.large.steal_more(class, zone.pcp_params().batch as usize);
         let mut extra = PageList::new();
+        if let Some(mut d) = depot.and_then(Depot::try_lock) {
+            let (p, c) = d.take(zone, class, more, &mut extra, &knobs());
+            drop(d);
+            if !p.is_null() {
+                g.c.pgalloc += class_pages(c) as u64;
+                // SAFETY: the depot handed over these blocks of class c,
+                // whole and no longer on any list.
+                unsafe { g.large.adopt(&mut extra, c) };
+                return (p, c);
+            }
+        }
         let (mut g, p, c) = steal(g, class, more, &mut extra);
         if !p.is_null() {
             g.large.c.steals += 1;
@@ -199,11 +215,13 @@ impl Pageset {
         owner: bool,
     ) -> bool {
         // SAFETY: forwarded contract.
-        unsafe { self.free_large_entered(self.enter(owner), zone, heads, class, knobs) }
+        unsafe { self.free_large_entered(self.enter(owner), zone, heads, class, knobs, None) }
     }
 
     /// [`free_large`](Self::free_large) with the way in already tried:
-    /// `entered` is this pageset's guard, or None when its lock was busy.
+    /// `entered` is this pageset's guard, or None when its lock was busy;
+    /// what the lists give back goes to `depot` while it has room
+    /// (`depot.rs`).
     ///
     /// # Safety
     /// As [`free_large`](Self::free_large).
@@ -215,6 +233,7 @@ impl Pageset {
         heads: &[*mut Page],
         class: usize,
         knobs: impl Fn() -> Knobs,
+        depot: Option<&Depot>,
     ) -> bool {
         for &head in heads {
             // SAFETY: the caller owns the block (contract); what it holds
@@ -230,7 +249,7 @@ impl Pageset {
         let k = knobs();
         for &head in heads {
             // SAFETY: forwarded contract.
-            drained += unsafe { g.large.free(zone, head, class, &k) };
+            drained += unsafe { g.large.free(zone, head, class, &k, depot) };
         }
         let pages = class_pages(class) * heads.len();
         g.c.pgfree += pages as u64;
