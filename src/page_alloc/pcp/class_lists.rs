@@ -46,7 +46,7 @@ use crate::geometry::MAX_ORDER_PAGES;
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
 
 use super::class_lists_resident::{Lists, Residency};
-use super::depot::Depot;
+use super::depot::{Depot, DepotGuard};
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::block_classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
@@ -525,28 +525,23 @@ impl LargeLists {
             return self.drain_over_high(zone, class, k, depot);
         }
         if let Some(d) = depot {
-            let per_batch = (self.p.batch.max(0) as usize / pages).clamp(1, LARGE_REFILL_MAX);
-            if self.lists[class].len() > SHED_BATCHES * per_batch {
-                self.shed(d, class, per_batch, k);
+            let wanted = d.wanted();
+            if wanted != 0 || self.lists[class].len() > SHED_BATCHES * self.per_batch(pages) {
+                self.share(d, wanted, class, k);
             }
         }
         0
     }
 
-    /// Moves the `n` coldest blocks of class `class` to `depot`, as far as
-    /// it has room and its lock is free: a list holding more than
-    /// [`SHED_BATCHES`] refills' worth of one class has more than this
-    /// CPU's next misses of it need, and another CPU's miss finds them
-    /// there (`depot.rs`).
-    #[cold]
-    #[inline(never)]
-    fn shed(&mut self, depot: &Depot, class: usize, n: usize, k: &Knobs) {
-        let Some(mut d) = depot.try_lock() else {
-            return;
-        };
+    /// Moves up to `n` coldest blocks of class `class` to the depot `d`,
+    /// as far as it has room. Returns the blocks moved.
+    fn shed(&mut self, d: &mut DepotGuard<'_>, class: usize, n: usize, k: &Knobs) -> usize {
         let pages = class_pages(class);
-        for _ in 0..n {
+        for i in 0..n {
             let p = self.lists[class].last();
+            if p.is_null() {
+                return i;
+            }
             // SAFETY: p is the coldest block of a list of ours (the
             // pageset lock is held by the caller).
             let r = unsafe { (*p.cast::<LargeBlock>()).resident };
@@ -556,7 +551,7 @@ impl LargeLists {
                 usize::from(r)
             };
             if !d.room_for(units, k) {
-                return;
+                return i;
             }
             // SAFETY: as above: unlinked and uncounted, the block is the
             // depot's.
@@ -568,6 +563,47 @@ impl LargeLists {
             }
             self.c.shed += 1;
         }
+        n
+    }
+
+    /// A free with the depot at hand (`depot.rs`): puts there a refill's
+    /// batch of each class another CPU's miss found it without
+    /// ([`Depot::wanted`]) that these lists hold — at most half of each
+    /// list, rounded up, as a steal from them took — and, when the list
+    /// of the class just freed holds more than [`SHED_BATCHES`] batches,
+    /// a batch of its coldest: more than this CPU's next misses of the
+    /// class need. Only if the depot's lock is free.
+    #[cold]
+    #[inline(never)]
+    fn share(&mut self, depot: &Depot, wanted: u64, class: usize, k: &Knobs) {
+        let Some(mut d) = depot.try_lock() else {
+            return;
+        };
+        let mut w = wanted & ((1u64 << NR_LARGE_CLASSES) - 1);
+        while w != 0 {
+            let c = w.trailing_zeros() as usize;
+            w &= w - 1;
+            let len = self.lists[c].len();
+            if len == 0 {
+                continue;
+            }
+            let n = self.per_batch(class_pages(c)).min(len.div_ceil(2));
+            let moved = self.shed(&mut d, c, n, k);
+            d.answered(moved as u64);
+            if moved < n {
+                return;
+            }
+        }
+        let per_batch = self.per_batch(class_pages(class));
+        if self.lists[class].len() > SHED_BATCHES * per_batch {
+            self.shed(&mut d, class, per_batch, k);
+        }
+    }
+
+    /// Blocks of `pages` pages a refill's batch brings.
+    #[inline]
+    fn per_batch(&self, pages: usize) -> usize {
+        (self.p.batch.max(0) as usize / pages).clamp(1, LARGE_REFILL_MAX)
     }
 
     /// [`waiting`](Self::waiting) as the tuner counts it.

@@ -61,6 +61,10 @@ pub struct DepotCounters {
     pub taken: u64,
     /// Class-list misses served from here.
     pub hits: u64,
+    /// Misses that found nothing here (and asked the class lists).
+    pub wanted: u64,
+    /// Blocks class lists put here for those misses.
+    pub answered: u64,
     /// Pages that found no room here and went to the zone.
     pub full_pages: u64,
     /// Pages given back to the zone (decay, expiry, drain-all).
@@ -71,6 +75,22 @@ pub struct DepotCounters {
     pub pages: u64,
     /// `high` now.
     pub high: u64,
+}
+
+impl DepotCounters {
+    /// All zero (for const and zeroed snapshots).
+    pub const ZERO: DepotCounters = DepotCounters {
+        put: 0,
+        taken: 0,
+        hits: 0,
+        wanted: 0,
+        answered: 0,
+        full_pages: 0,
+        drained_pages: 0,
+        busy: 0,
+        pages: 0,
+        high: 0,
+    };
 }
 
 /// What block `p` of `pages` pages counts for in what the depot holds: its
@@ -123,7 +143,13 @@ pub struct Depot {
     waiting: AtomicUsize,
     /// Tries that found the lock busy.
     busy: AtomicU64,
+    /// The classes misses found here without a block since one was put
+    /// (bit c: class c), for the class lists that hold some to put a
+    /// batch here on their next free ([`Depot::wanted`]).
+    wanted: AtomicU64,
 }
+
+const _: () = assert!(NR_LARGE_CLASSES <= 64, "a class is a bit of `wanted`");
 
 /// The depot, held.
 pub struct DepotGuard<'a> {
@@ -152,23 +178,29 @@ impl Depot {
                 waiting: 0,
                 t: Tuner::new(0),
                 p: INITIAL_PARAMS,
-                c: DepotCounters {
-                    put: 0,
-                    taken: 0,
-                    hits: 0,
-                    full_pages: 0,
-                    drained_pages: 0,
-                    busy: 0,
-                    pages: 0,
-                    high: 0,
-                },
+                c: DepotCounters::ZERO,
                 last_activity: 0,
                 idle_ticks: 0,
             }),
             pages: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             busy: AtomicU64::new(0),
+            wanted: AtomicU64::new(0),
         }
+    }
+
+    /// The classes a list may answer for misses here that found nothing
+    /// (bit c: a block of class c would do — a miss of c, or of one of
+    /// the [`STEP_UP`] classes below). A class list holding blocks of
+    /// such a class puts a batch of them here on its next free
+    /// (`LargeLists::answer`): a miss on one CPU brings another CPU's
+    /// blocks without taking its pageset's lock (the steal it replaces
+    /// held that lock across a `membarrier` under rseq). One load; 0
+    /// almost always.
+    #[inline(always)]
+    pub fn wanted(&self) -> u64 {
+        let w = self.wanted.load(Relaxed);
+        w | (w << 1) | (w << 2)
     }
 
     /// The depot if its lock is free now (the alloc and free paths).
@@ -226,6 +258,8 @@ impl Depot {
             g.last_activity = activity;
         }
         g.p = bounds(zone);
+        // A request nobody could answer in a tick is stale.
+        self.wanted.store(0, Relaxed);
         if g.t.high != 0 {
             g.t.decay(&g.p, k);
         }
@@ -358,6 +392,12 @@ impl DepotGuard<'_> {
             self.g.waiting += held(p, pages);
             self.g.lists[class].push_front(p);
         }
+        // The misses this block serves: of its class and up to STEP_UP
+        // below.
+        let served = (0b111u64 << class) >> STEP_UP;
+        if self.d.wanted.load(Relaxed) & served != 0 {
+            self.d.wanted.fetch_and(!served, Relaxed);
+        }
         self.g.count += pages;
         self.g.c.put += 1;
     }
@@ -377,6 +417,10 @@ impl DepotGuard<'_> {
     ) -> (*mut Page, usize) {
         let last = (class + STEP_UP).min(NR_LARGE_CLASSES - 1);
         let Some(c) = (class..=last).find(|&c| !self.g.lists[c].is_empty()) else {
+            if self.d.wanted.load(Relaxed) & (1 << class) == 0 {
+                self.d.wanted.fetch_or(1 << class, Relaxed);
+            }
+            self.g.c.wanted += 1;
             let g = &mut *self.g;
             if g.t.missed > 0 {
                 let below = k.heuristics.has(heuristic::BELOW_HIGH) && zone.below_high();
@@ -394,6 +438,11 @@ impl DepotGuard<'_> {
         }
         self.g.c.hits += 1;
         (p, c)
+    }
+
+    /// Counts `n` blocks put here in answer to [`Depot::wanted`].
+    pub fn answered(&mut self, n: u64) {
+        self.g.c.answered += n;
     }
 
     /// Pops the newest block of class `c` (non-empty), uncounted, with

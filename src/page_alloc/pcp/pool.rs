@@ -152,6 +152,11 @@ impl PagesetPool {
         self.depot.check()
     }
 
+    /// Gives the depot's blocks back to `zone`. Returns the pages.
+    pub fn drain_depot(&self, zone: &Zone) -> usize {
+        self.depot.drain_all(zone)
+    }
+
     /// The depot's tick (`Depot::tick`). Returns the pages given back.
     pub fn tick_depot(&self, zone: &Zone, k: &Knobs) -> usize {
         self.depot.tick(zone, k)
