@@ -102,6 +102,10 @@ pub struct LargeLists {
     p: TunerParams,
     /// Counters.
     pub c: LargeCounters,
+    /// The classes whose misses here found the depot without a block since
+    /// the last tick (bit c: class c): requests of this CPU's own, which
+    /// its lists do not answer ([`Depot::wanted`]).
+    asked: u64,
 }
 
 /// The high bounds of the large lists for `params` and `zone`: `high_max`
@@ -146,7 +150,7 @@ const LARGE_HIGH_MAX_FRACTION: usize = 2;
 const LARGE_HIGH_MAX_FLOOR: usize = 2048;
 /// A free that leaves more than this many refills' worth of blocks of its
 /// class on the list sheds one to the depot.
-const SHED_BATCHES: usize = 2;
+const SHED_BATCHES: usize = 3;
 /// Past `high`, a free gives back down to `high - high >> this`, so the
 /// next frees need not take the zone lock again at once.
 const LARGE_DRAIN_SHIFT: u32 = 3;
@@ -171,6 +175,7 @@ impl LargeLists {
                 released_pages: 0,
                 shed: 0,
             },
+            asked: 0,
         }
     }
 
@@ -525,7 +530,8 @@ impl LargeLists {
             return self.drain_over_high(zone, class, k, depot);
         }
         if let Some(d) = depot {
-            let wanted = d.wanted();
+            let a = self.asked;
+            let wanted = d.wanted() & !(a | (a << 1) | (a << 2));
             if wanted != 0 || self.lists[class].len() > SHED_BATCHES * self.per_batch(pages) {
                 self.share(d, wanted, class, k);
             }
@@ -600,6 +606,17 @@ impl LargeLists {
         }
     }
 
+    /// Notes that a miss of `class` found the depot without a block
+    /// (`asked` set), or with one (cleared).
+    #[inline]
+    pub fn note_depot(&mut self, class: usize, found: bool) {
+        if found {
+            self.asked &= !(1 << class);
+        } else {
+            self.asked |= 1 << class;
+        }
+    }
+
     /// Blocks of `pages` pages a refill's batch brings.
     #[inline]
     fn per_batch(&self, pages: usize) -> usize {
@@ -648,6 +665,7 @@ impl LargeLists {
     /// starts over ([`Tuner::decay`]). Returns the pages given back.
     pub fn tick(&mut self, zone: &Zone, params: &PcpParams, k: &Knobs) -> usize {
         self.p = bounds(params, zone);
+        self.asked = 0;
         if self.t.high != 0 {
             self.t.decay(&self.p, k);
         }

@@ -124,6 +124,7 @@ impl Pageset {
         if let Some(mut d) = depot.and_then(Depot::try_lock) {
             let (p, c) = d.take(zone, class, more, &mut extra, &knobs());
             drop(d);
+            g.large.note_depot(class, !p.is_null());
             if !p.is_null() {
                 g.c.pgalloc += class_pages(c) as u64;
                 // SAFETY: the depot handed over these blocks of class c,
