@@ -243,6 +243,23 @@ impl Depot {
         self.lock().drain(zone, usize::MAX)
     }
 
+    /// Hands every block to `to(list, class)`, a list of blocks of one
+    /// class each time, with kind `None` (the give-back: a class list
+    /// adopts them, under its pageset's lock, which the caller holds).
+    pub fn move_all(&self, mut to: impl FnMut(&mut PageList, usize)) {
+        let mut d = self.lock();
+        for c in 0..NR_LARGE_CLASSES {
+            let mut list = PageList::new();
+            while !d.g.lists[c].is_empty() {
+                // SAFETY: a popped block is ours and goes on `list`.
+                unsafe { list.push_back(d.pop(c)) };
+            }
+            if !list.is_empty() {
+                to(&mut list, c);
+            }
+        }
+    }
+
     /// The tick: `high` decays by an eighth towards `high_min` and the
     /// excess goes back to the zone; a depot idle since
     /// `PCP_EXPIRE_TICKS` ticks goes back whole. Returns the pages given

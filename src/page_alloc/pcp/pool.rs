@@ -428,10 +428,17 @@ impl PagesetPool {
         if total <= keep {
             return (total, 0);
         }
-        total -= self.depot.waiting();
-        self.depot.drain_all(zone);
-        if total <= keep {
-            return (total, 0);
+        if self.depot.pages() > 0 {
+            // The depot's blocks join this CPU's lists, where the release
+            // measures them and keeps what they hold in their first pages
+            // (a block drained whole to the zone is faulted in anew).
+            let home = self.cpu_pageset(sys::current_cpu());
+            let mut g = home.lock();
+            self.depot.move_all(|list, class| {
+                // SAFETY: the depot hands over whole blocks of `class`,
+                // off every list, with kind None.
+                unsafe { g.large.adopt(list, class) }
+            });
         }
         let (mut kept, mut released) = (0, 0);
         for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
