@@ -196,6 +196,9 @@ pub struct Stats {
     /// Critical sections entering a pageset that the kernel aborted, all
     /// pagesets.
     pub pcp_rseq_aborts: u64,
+    /// Fences a lock taken from elsewhere cost under rseq (`membarrier`
+    /// calls: `sync/cpu_lock.rs`).
+    pub pcp_rseq_fences: u64,
     /// The depot between the CPU pagesets' class lists and the zone
     /// (`page_alloc/pcp/depot.rs`).
     pub pcp_depot: DepotCounters,
@@ -330,6 +333,7 @@ impl Stats {
             pcp_entry: 0,
             pcp_index_mm_cid: false,
             pcp_rseq_aborts: 0,
+            pcp_rseq_fences: 0,
             pcp_depot: DepotCounters::ZERO,
             nr_pagesets: 0,
             pagesets: [PagesetStats::default(); MAX_REPORTED_PAGESETS],
@@ -373,6 +377,7 @@ impl Stats {
         self.pcp_entry = crate::sys::rseq::entry() as u32;
         self.pcp_index_mm_cid = crate::sys::rseq::index_is_mm_cid();
         self.pcp_rseq_aborts = 0;
+        self.pcp_rseq_fences = crate::sys::rseq::fences();
         self.pcp_depot = parts.pages.pagesets.depot_stats();
         self.nr_pagesets = 0;
         let mut n = 0;
@@ -622,6 +627,7 @@ impl Stats {
             "pcp_large_released_pages" => t.large_released_pages,
             "pcp_lock_busy" => self.pcp_lock_busy,
             "pcp_rseq_aborts" => self.pcp_rseq_aborts,
+            "rseq_fences" => self.pcp_rseq_fences,
             "pcp_depot_pages" => self.pcp_depot.pages,
             "pcp_depot_high" => self.pcp_depot.high,
             "pcp_depot_put" => self.pcp_depot.put,
