@@ -127,16 +127,12 @@ impl PagesetPool {
         true
     }
 
-    /// The depot the class lists of CPU pageset `ps` (null: the calling
-    /// thread's CPU's) put blocks in and take them from; None for a
-    /// thread's own pageset and with per-thread pagesets.
+    /// The depot the class lists of CPU pageset `ps` put blocks in and
+    /// take them from; None for a thread's own pageset and with
+    /// per-thread pagesets.
     #[inline]
-    pub fn depot_for(&self, ps: *const Pageset) -> Option<&Depot> {
-        if !self.steal.load(Ordering::Relaxed) {
-            return None;
-        }
-        // SAFETY: a non-null `ps` is a pageset, which lives forever.
-        if !ps.is_null() && unsafe { (*ps).is_biased() } {
+    pub fn depot_for(&self, ps: &Pageset) -> Option<&Depot> {
+        if !self.steal.load(Ordering::Relaxed) || ps.is_biased() {
             return None;
         }
         Some(&self.depot)
