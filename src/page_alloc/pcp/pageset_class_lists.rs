@@ -287,10 +287,22 @@ impl Pageset {
     /// (`sys::release_many`). Returns the pages the lists still hold
     /// resident and the resident pages given back.
     pub fn release_large(&self, zone: &Zone, keep: usize) -> (usize, usize) {
-        self.measure_large(zone);
+        self.release_large_with(zone, keep, || self.lock())
+    }
+
+    /// [`release_large`](Self::release_large), taking this pageset's lock
+    /// each time with `lock` (`PagesetPool::lock_cpu_set`: without a fence
+    /// when it is the calling thread's CPU's).
+    pub(super) fn release_large_with<'a>(
+        &'a self,
+        zone: &Zone,
+        keep: usize,
+        lock: impl Fn() -> PagesetGuard<'a>,
+    ) -> (usize, usize) {
+        self.measure_large(zone, &lock);
         let (mut whole, mut rest) = (PageList::new(), PageList::new());
         {
-            let mut g = self.lock();
+            let mut g = lock();
             if g.large.take_for_release(zone, keep, &mut whole, &mut rest) == 0 {
                 return (g.large.waiting(), 0);
             }
@@ -355,7 +367,7 @@ impl Pageset {
                     }
                 }
             }
-            let mut g = self.lock();
+            let mut g = lock();
             for (i, &(p, all)) in blocks[..n].iter().enumerate() {
                 if all {
                     continue;
@@ -368,7 +380,7 @@ impl Pageset {
                 }
             }
         }
-        let mut g = self.lock();
+        let mut g = lock();
         g.large.c.released_pages += released_pages as u64;
         g.large.c.drained_pages += released_pages as u64;
         g.c.free_zone += released_pages as u64;
@@ -379,10 +391,10 @@ impl Pageset {
     /// measured (`class_lists_resident.rs`), without the pageset lock: they
     /// leave the lists meanwhile, so frees on this CPU do not find the
     /// lock busy and go to the zone.
-    fn measure_large(&self, zone: &Zone) {
+    fn measure_large<'a>(&'a self, zone: &Zone, lock: &impl Fn() -> PagesetGuard<'a>) {
         let mut blocks = PageList::new();
         {
-            let mut g = self.lock();
+            let mut g = lock();
             if g.large.waiting() == g.large.resident_measured() {
                 return;
             }
@@ -390,7 +402,7 @@ impl Pageset {
         }
         // SAFETY: the blocks taken off the lists are ours.
         unsafe { measure_list(&blocks) };
-        let mut g = self.lock();
+        let mut g = lock();
         while !blocks.is_empty() {
             // SAFETY: as above; each goes back, measured.
             unsafe {
@@ -403,7 +415,11 @@ impl Pageset {
     /// Gives every block of the large lists back to the zone. Returns the
     /// pages drained.
     pub fn drain_large(&self, zone: &Zone) -> usize {
-        let mut g = self.lock();
+        self.drain_large_with(self.lock(), zone)
+    }
+
+    /// [`drain_large`](Self::drain_large) with the lock taken (`g`).
+    pub(super) fn drain_large_with(&self, mut g: PagesetGuard<'_>, zone: &Zone) -> usize {
         let n = g.large.drain_all(zone);
         g.c.free_zone += n as u64;
         n

@@ -214,6 +214,21 @@ impl PagesetPool {
         }
     }
 
+    /// Waits for CPU pageset `ps` (maintenance, a give-back): under rseq,
+    /// by a critical section when it is the calling thread's CPU's — no
+    /// fence, as the CPU's own entries take it — else as anyone else does
+    /// (`Pageset::lock`, a fence).
+    pub fn lock_cpu_set<'a>(&'a self, ps: &'a Pageset) -> PagesetGuard<'a> {
+        if self.rseq.load(Ordering::Relaxed) {
+            if let (local, Some(g)) = self.enter_cpu_rseq() {
+                if ptr::eq(local, ps) {
+                    return g;
+                }
+            }
+        }
+        ps.lock()
+    }
+
     /// The pageset of `cpu` (per-CPU mode). Only after
     /// [`init_cpu_sets`](Self::init_cpu_sets).
     #[inline]
@@ -376,7 +391,7 @@ impl PagesetPool {
                 .cpu_sets()
                 .iter()
                 .filter(|ps| ps.large_pages() > 0)
-                .map(|ps| ps.drain_large(zone))
+                .map(|ps| ps.drain_large_with(self.lock_cpu_set(ps), zone))
                 .sum::<usize>();
         if n > 0 {
             self.cross_events.fetch_add(1, Ordering::Relaxed);
@@ -419,7 +434,9 @@ impl PagesetPool {
         let sets = self.cpu_sets();
         let mut total = self.depot.waiting();
         for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
-            total += ps.release_large(zone, usize::MAX).0;
+            total += ps
+                .release_large_with(zone, usize::MAX, || self.lock_cpu_set(ps))
+                .0;
         }
         if total <= keep {
             return (total, 0);
@@ -429,7 +446,7 @@ impl PagesetPool {
             // measures them and keeps what they hold in their first pages
             // (a block drained whole to the zone is faulted in anew).
             let home = self.cpu_pageset(sys::current_cpu());
-            let mut g = home.lock();
+            let mut g = self.lock_cpu_set(home);
             self.depot.move_all(|list, class| {
                 // SAFETY: the depot hands over whole blocks of `class`,
                 // off every list, with kind None.
@@ -439,7 +456,7 @@ impl PagesetPool {
         let (mut kept, mut released) = (0, 0);
         for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
             let share = ps.large_waiting() * keep / total;
-            let (k, r) = ps.release_large(zone, share);
+            let (k, r) = ps.release_large_with(zone, share, || self.lock_cpu_set(ps));
             kept += k;
             released += r;
         }
