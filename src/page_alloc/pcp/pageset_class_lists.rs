@@ -287,19 +287,22 @@ impl Pageset {
     /// (`sys::release_many`). Returns the pages the lists still hold
     /// resident and the resident pages given back.
     pub fn release_large(&self, zone: &Zone, keep: usize) -> (usize, usize) {
-        self.release_large_with(zone, keep, || self.lock())
+        self.release_large_with(zone, keep, &|| self.lock())
     }
 
     /// [`release_large`](Self::release_large), taking this pageset's lock
     /// each time with `lock` (`PagesetPool::lock_cpu_set`: without a fence
-    /// when it is the calling thread's CPU's).
+    /// when it is the calling thread's CPU's). Out of line, as a whole:
+    /// its frame (a batch of ranges, the measuring buffer) stays off the
+    /// give-back's, which runs on small stacks (tests/invisible_stacks.rs).
+    #[inline(never)]
     pub(super) fn release_large_with<'a>(
         &'a self,
         zone: &Zone,
         keep: usize,
-        lock: impl Fn() -> PagesetGuard<'a>,
+        lock: &dyn Fn() -> PagesetGuard<'a>,
     ) -> (usize, usize) {
-        self.measure_large(zone, &lock);
+        self.measure_large(zone, lock);
         let (mut whole, mut rest) = (PageList::new(), PageList::new());
         {
             let mut g = lock();
@@ -391,7 +394,7 @@ impl Pageset {
     /// measured (`class_lists_resident.rs`), without the pageset lock: they
     /// leave the lists meanwhile, so frees on this CPU do not find the
     /// lock busy and go to the zone.
-    fn measure_large<'a>(&'a self, zone: &Zone, lock: &impl Fn() -> PagesetGuard<'a>) {
+    fn measure_large<'a>(&'a self, zone: &Zone, lock: &dyn Fn() -> PagesetGuard<'a>) {
         let mut blocks = PageList::new();
         {
             let mut g = lock();

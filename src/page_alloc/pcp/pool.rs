@@ -435,7 +435,7 @@ impl PagesetPool {
         let mut total = self.depot.waiting();
         for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
             total += ps
-                .release_large_with(zone, usize::MAX, || self.lock_cpu_set(ps))
+                .release_large_with(zone, usize::MAX, &|| self.lock_cpu_set(ps))
                 .0;
         }
         if total <= keep {
@@ -456,7 +456,7 @@ impl PagesetPool {
         let (mut kept, mut released) = (0, 0);
         for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
             let share = ps.large_waiting() * keep / total;
-            let (k, r) = ps.release_large_with(zone, share, || self.lock_cpu_set(ps));
+            let (k, r) = ps.release_large_with(zone, share, &|| self.lock_cpu_set(ps));
             kept += k;
             released += r;
         }
