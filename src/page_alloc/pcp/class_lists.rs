@@ -83,8 +83,6 @@ pub struct LargeCounters {
     /// Pages of blocks given back to the OS from the lists (their
     /// resident pages released, the blocks to the zone).
     pub released_pages: u64,
-    /// Blocks moved to the depot past a class's share of the lists.
-    pub shed: u64,
 }
 
 /// The state of a pageset's large lists (see the module docs). Guarded by
@@ -173,7 +171,6 @@ impl LargeLists {
                 free_high: 0,
                 steals: 0,
                 released_pages: 0,
-                shed: 0,
             },
             asked: 0,
         }
@@ -567,7 +564,6 @@ impl LargeLists {
                 (*p).set_kind(PageKind::None);
                 d.put(p, class);
             }
-            self.c.shed += 1;
         }
         n
     }

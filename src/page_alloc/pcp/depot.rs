@@ -23,7 +23,7 @@
 //! (`missed`), and a miss that finds the depot without a block grows `high`
 //! by as much (up to `high_max`); each tick `high` loses an eighth and
 //! the excess goes back to the zone, and a depot idle for
-//! `PCP_EXPIRE_TICKS` ticks goes back whole. No free_high (it only ever
+//! [`EXPIRE_TICKS`] ticks goes back whole. No free_high (it only ever
 //! takes what a level below gives back). With AUTO_TUNE off it holds at
 //! most `high_min`. Every drain-all empties it first (`PagesetPool`).
 //!
@@ -40,13 +40,17 @@ use crate::page_alloc::zone::Zone;
 use crate::section::page_addr;
 use crate::sync::{Guard, Locked};
 
-use super::class_lists::LARGE_HIGH_MIN_PAGES;
-use super::pageset::PCP_EXPIRE_TICKS;
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 
 /// A request may take a block up to this many classes larger (as from a
 /// class list).
 const STEP_UP: usize = 2;
+/// `high_min`: 2 MiB, a CPU's class lists' least `high`
+/// (`class_lists::LARGE_HIGH_MIN_PAGES`).
+const HIGH_MIN: usize = 512;
+/// Ticks without a put or a take after which the depot goes back to the
+/// zone whole, as an idle pageset (`pageset::PCP_EXPIRE_TICKS`).
+const EXPIRE_TICKS: u32 = 3;
 /// `high_max` is at least this many pages (8 MiB), as a CPU's class lists.
 const HIGH_MAX_FLOOR: usize = 2048;
 /// The depot may hold up to 1/this of the pages in use.
@@ -127,7 +131,7 @@ pub struct DepotInner {
 /// The bounds before a tick computes them.
 const INITIAL_PARAMS: TunerParams = TunerParams {
     batch: 0,
-    high_min: LARGE_HIGH_MIN_PAGES as i32,
+    high_min: HIGH_MIN as i32,
     high_max: HIGH_MAX_FLOOR as i32,
     keep: 0,
     free_count_cap: 0,
@@ -262,7 +266,7 @@ impl Depot {
 
     /// The tick: `high` decays by an eighth towards `high_min` and the
     /// excess goes back to the zone; a depot idle since
-    /// `PCP_EXPIRE_TICKS` ticks goes back whole. Returns the pages given
+    /// [`EXPIRE_TICKS`] ticks goes back whole. Returns the pages given
     /// back.
     pub fn tick(&self, zone: &Zone, k: &Knobs) -> usize {
         let mut d = self.lock();
@@ -280,7 +284,7 @@ impl Depot {
         if g.t.high != 0 {
             g.t.decay(&g.p, k);
         }
-        let over = if g.idle_ticks >= PCP_EXPIRE_TICKS {
+        let over = if g.idle_ticks >= EXPIRE_TICKS {
             usize::MAX
         } else {
             g.waiting.saturating_sub(g.t.high.max(0) as usize)

@@ -128,14 +128,22 @@ impl PagesetPool {
     }
 
     /// The depot the class lists of CPU pageset `ps` put blocks in and
-    /// take them from; None for a thread's own pageset and with
-    /// per-thread pagesets.
+    /// take them from; None for a thread's own pageset, with per-thread
+    /// pagesets and with one CPU pageset (nobody to share with).
     #[inline]
     pub fn depot_for(&self, ps: &Pageset) -> Option<&Depot> {
-        if !self.steal.load(Ordering::Relaxed) || ps.is_biased() {
+        if !self.steal.load(Ordering::Relaxed)
+            || ps.is_biased()
+            || self.nr_cpu_sets.load(Ordering::Relaxed) < 2
+        {
             return None;
         }
         Some(&self.depot)
+    }
+
+    /// Pages in the depot (a racy read).
+    pub fn depot_pages(&self) -> usize {
+        self.depot.pages()
     }
 
     /// The depot's counters.
