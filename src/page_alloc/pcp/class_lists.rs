@@ -37,6 +37,10 @@
 //! of the heap as it is, not of the machine, so a small heap caches
 //! little.
 //!
+//! With two CPU pagesets or more, blocks move between CPUs' lists through
+//! the depot (`depot.rs`); what the lists give it, and when, is
+//! `class_lists/share.rs`.
+//!
 //! Invariants (checked by `Pageset::check`): `count` = Σ pages of the
 //! blocks on the lists; every block on list `c` is a `PcpLarge` head of
 //! `class_pages(c)` pages; and the residency counts of
@@ -46,7 +50,9 @@ use crate::geometry::MAX_ORDER_PAGES;
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
 
 use super::class_lists_resident::{Lists, Residency};
-use super::depot::{Depot, DepotGuard};
+use super::depot::Depot;
+
+mod share;
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::block_classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
@@ -146,9 +152,6 @@ const LARGE_HIGH_MAX_FRACTION: usize = 2;
 /// rounds each: drain-before-grow empties the lists before the zone
 /// grows.)
 const LARGE_HIGH_MAX_FLOOR: usize = 2048;
-/// A free that leaves more than this many refills' worth of blocks of its
-/// class on the list sheds one to the depot.
-const SHED_BATCHES: usize = 3;
 /// Past `high`, a free gives back down to `high - high >> this`, so the
 /// next frees need not take the zone lock again at once.
 const LARGE_DRAIN_SHIFT: u32 = 3;
@@ -527,96 +530,9 @@ impl LargeLists {
             return self.drain_over_high(zone, class, k, depot);
         }
         if let Some(d) = depot {
-            let a = self.asked;
-            let wanted = d.wanted() & !(a | (a << 1) | (a << 2));
-            if wanted != 0 || self.lists[class].len() > SHED_BATCHES * self.per_batch(pages) {
-                self.share(d, wanted, class, k);
-            }
+            self.offer(d, class, k);
         }
         0
-    }
-
-    /// Moves up to `n` coldest blocks of class `class` to the depot `d`,
-    /// as far as it has room. Returns the blocks moved.
-    fn shed(&mut self, d: &mut DepotGuard<'_>, class: usize, n: usize, k: &Knobs) -> usize {
-        let pages = class_pages(class);
-        for i in 0..n {
-            let p = self.lists[class].last();
-            if p.is_null() {
-                return i;
-            }
-            // SAFETY: p is the coldest block of a list of ours (the
-            // pageset lock is held by the caller).
-            let r = unsafe { (*p.cast::<LargeBlock>()).resident };
-            let units = if r == NOT_MEASURED {
-                pages
-            } else {
-                usize::from(r)
-            };
-            if !d.room_for(units, k) {
-                return i;
-            }
-            // SAFETY: as above: unlinked and uncounted, the block is the
-            // depot's.
-            unsafe {
-                self.lists[class].remove(p);
-                self.uncount(p, pages);
-                (*p).set_kind(PageKind::None);
-                d.put(p, class);
-            }
-        }
-        n
-    }
-
-    /// A free with the depot at hand (`depot.rs`): puts there a refill's
-    /// batch of each class another CPU's miss found it without
-    /// ([`Depot::wanted`]) that these lists hold — at most half of each
-    /// list, rounded up, as a steal from them took — and, when the list
-    /// of the class just freed holds more than [`SHED_BATCHES`] batches,
-    /// a batch of its coldest: more than this CPU's next misses of the
-    /// class need. Only if the depot's lock is free.
-    #[cold]
-    #[inline(never)]
-    fn share(&mut self, depot: &Depot, wanted: u64, class: usize, k: &Knobs) {
-        let Some(mut d) = depot.try_lock() else {
-            return;
-        };
-        let mut w = wanted & ((1u64 << NR_LARGE_CLASSES) - 1);
-        while w != 0 {
-            let c = w.trailing_zeros() as usize;
-            w &= w - 1;
-            let len = self.lists[c].len();
-            if len == 0 {
-                continue;
-            }
-            let n = self.per_batch(class_pages(c)).min(len.div_ceil(2));
-            let moved = self.shed(&mut d, c, n, k);
-            d.answered(moved as u64);
-            if moved < n {
-                return;
-            }
-        }
-        let per_batch = self.per_batch(class_pages(class));
-        if self.lists[class].len() > SHED_BATCHES * per_batch {
-            self.shed(&mut d, class, per_batch, k);
-        }
-    }
-
-    /// Notes that a miss of `class` found the depot without a block
-    /// (`asked` set), or with one (cleared).
-    #[inline]
-    pub fn note_depot(&mut self, class: usize, found: bool) {
-        if found {
-            self.asked &= !(1 << class);
-        } else {
-            self.asked |= 1 << class;
-        }
-    }
-
-    /// Blocks of `pages` pages a refill's batch brings.
-    #[inline]
-    fn per_batch(&self, pages: usize) -> usize {
-        (self.p.batch.max(0) as usize / pages).clamp(1, LARGE_REFILL_MAX)
     }
 
     /// [`waiting`](Self::waiting) as the tuner counts it.
@@ -712,62 +628,6 @@ impl LargeLists {
         drop(z);
         self.c.drained_pages += freed as u64;
         (freed, held)
-    }
-
-    /// [`drain`](Self::drain) (for less than everything), the blocks
-    /// going to `depot` first while it has room and its lock is free
-    /// (`depot.rs`), coldest first from class `first`; the rest to the
-    /// zone. Returns the pages given back to the zone and what all the
-    /// blocks given away held.
-    fn drain_via(
-        &mut self,
-        zone: &Zone,
-        want: usize,
-        first: usize,
-        k: &Knobs,
-        depot: Option<&Depot>,
-    ) -> (usize, usize) {
-        let mut held = 0;
-        if let Some(mut d) = depot
-            .filter(|_| want > 0 && self.count > 0)
-            .and_then(Depot::try_lock)
-        {
-            let mut class = first;
-            let mut empty_in_a_row = 0;
-            while held < want && self.count > 0 && empty_in_a_row < NR_LARGE_CLASSES {
-                let p = self.lists[class].last();
-                if p.is_null() {
-                    empty_in_a_row += 1;
-                    class = (class + 1) % NR_LARGE_CLASSES;
-                    continue;
-                }
-                empty_in_a_row = 0;
-                let n = class_pages(class);
-                // SAFETY: p is the coldest block of a list of ours (the
-                // pageset lock is held by the caller).
-                let r = unsafe { (*p.cast::<LargeBlock>()).resident };
-                let units = if r == NOT_MEASURED { n } else { usize::from(r) };
-                if !d.room_for(units, k) {
-                    break;
-                }
-                // SAFETY: as above: unlinked and uncounted, the block is
-                // the depot's.
-                unsafe {
-                    self.lists[class].remove(p);
-                    held += self.uncount(p, n);
-                    (*p).set_kind(PageKind::None);
-                    d.put(p, class);
-                }
-                if self.lists[class].is_empty() {
-                    class = (class + 1) % NR_LARGE_CLASSES;
-                }
-            }
-        }
-        if held >= want {
-            return (0, held);
-        }
-        let (freed, rest) = self.drain(zone, want - held, first);
-        (freed, held + rest)
     }
 
     /// Gives every block back to the zone. Returns the pages given back.

@@ -9,7 +9,8 @@
 //!   (nr_pcp_alloc, free_unref_page_commit, nr_pcp_high, nr_pcp_free,
 //!   decay_pcp_high).
 //! - `pageset.rs`: a pageset, its lists and lock, refill and bulk free.
-//! - `class_lists.rs`: a pageset's lists of exact-size large blocks, one per size class (the class lists).
+//! - `class_lists.rs`: a pageset's lists of exact-size large blocks, one per size class (the class lists);
+//!   `class_lists/share.rs`, what they give the depot.
 //! - `class_lists_resident.rs`: what those lists hold resident (measured), and
 //!   how it goes back to the OS.
 //! - `pageset_class_lists.rs`: a pageset's entry points to those lists.
