@@ -224,14 +224,6 @@ impl<'a> Pages<'a> {
         let zone = self.zone();
         let pages = block_classes::class_pages(class);
         let mt = block_classes::migratetype_for(pages);
-        // The depot first: the shared level, drained without a pageset
-        // lock (no fence under rseq), and often enough on its own.
-        if self.alloc.pagesets.drain_depot(zone) > 0 {
-            let p = zone.alloc_exact(pages, 0, mt, Grow::No);
-            if !p.is_null() {
-                return (p, class);
-            }
-        }
         if self.alloc.pagesets.drain_all_large(zone) > 0 {
             zone.count_drain_before_grow();
         }

@@ -156,11 +156,6 @@ impl PagesetPool {
         self.depot.check()
     }
 
-    /// Gives the depot's blocks back to `zone`. Returns the pages.
-    pub fn drain_depot(&self, zone: &Zone) -> usize {
-        self.depot.drain_all(zone)
-    }
-
     /// The depot's tick (`Depot::tick`). Returns the pages given back.
     pub fn tick_depot(&self, zone: &Zone, k: &Knobs) -> usize {
         self.depot.tick(zone, k)
@@ -420,15 +415,15 @@ impl PagesetPool {
                 .sum::<usize>()
     }
 
-    /// Pages on the large lists of the CPU pagesets and in the depot (a
-    /// racy sum).
+    /// Pages on the large lists of the CPU pagesets (a racy sum): what the
+    /// give-back counts as a cache, not use, when it sets the zone's
+    /// `keep`. Not the depot's: a stock in transit between CPUs, bounded
+    /// and decaying on its own — counted as a cache, it cut the zone's
+    /// `keep` by as much, and the zone gave back 2-5 times what it did
+    /// (a producer and a consumer of 8 B - 64 MiB blocks:
+    /// tests/memory_cgroup.rs).
     pub fn large_pages(&self) -> usize {
-        self.depot.pages()
-            + self
-                .cpu_sets()
-                .iter()
-                .map(|ps| ps.large_pages())
-                .sum::<usize>()
+        self.cpu_sets().iter().map(|ps| ps.large_pages()).sum()
     }
 
     /// Brings what the large lists of the CPU pagesets hold resident to at
