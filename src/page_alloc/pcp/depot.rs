@@ -34,7 +34,7 @@
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
-use crate::page_alloc::block_classes::{class_pages, NR_LARGE_CLASSES};
+use crate::page_alloc::block_classes::{class_of, class_pages, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
 use crate::page_alloc::zone::Zone;
 use crate::section::page_addr;
@@ -45,6 +45,21 @@ use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 /// A request may take a block up to this many classes larger (as from a
 /// class list).
 const STEP_UP: usize = 2;
+/// The depot holds blocks of up to 256 KiB (the classes up to this one),
+/// the thread bins' largest: the blocks programs hand between threads by
+/// the thousand. Larger ones go between CPUs through the zone, as before
+/// (a 4 MiB block in the depot is memory the zone's dirty limit and
+/// give-back no longer see: tests/preload.rs's fork_release).
+pub(crate) const MAX_CLASS: usize = class_of(64);
+
+/// Whether the depot takes blocks of `class`.
+#[inline(always)]
+pub(crate) const fn holds(class: usize) -> bool {
+    class <= MAX_CLASS
+}
+
+/// The classes the depot holds, as bits.
+const CLASS_MASK: u64 = (1u64 << (MAX_CLASS + 1)) - 1;
 /// `high_min`: 2 MiB, a CPU's class lists' least `high`
 /// (`class_lists::LARGE_HIGH_MIN_PAGES`).
 const HIGH_MIN: usize = 512;
@@ -204,7 +219,7 @@ impl Depot {
     #[inline(always)]
     pub fn wanted(&self) -> u64 {
         let w = self.wanted.load(Relaxed);
-        w | (w << 1) | (w << 2)
+        (w | (w << 1) | (w << 2)) & CLASS_MASK
     }
 
     /// The depot if its lock is free now (the alloc and free paths).

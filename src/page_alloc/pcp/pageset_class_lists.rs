@@ -121,6 +121,7 @@ impl Pageset {
     ) -> (*mut Page, usize) {
         let more = g.large.steal_more(class, zone.pcp_params().batch as usize);
         let mut extra = PageList::new();
+        let depot = depot.filter(|_| super::depot::holds(class));
         if let Some(mut d) = depot.and_then(Depot::try_lock) {
             let (p, c) = d.take(zone, class, more, &mut extra, &knobs());
             drop(d);

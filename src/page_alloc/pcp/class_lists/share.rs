@@ -8,7 +8,7 @@
 use crate::page::{LargeBlock, PageKind, NOT_MEASURED};
 use crate::page_alloc::block_classes::{class_pages, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::Knobs;
-use crate::page_alloc::pcp::depot::{Depot, DepotGuard};
+use crate::page_alloc::pcp::depot::{self, Depot, DepotGuard};
 use crate::page_alloc::zone::Zone;
 
 use super::{LargeLists, LARGE_REFILL_MAX};
@@ -24,9 +24,9 @@ impl LargeLists {
     pub(super) fn offer(&mut self, depot: &Depot, class: usize, k: &Knobs) {
         let a = self.asked;
         let wanted = depot.wanted() & !(a | (a << 1) | (a << 2));
-        if wanted != 0
-            || self.lists[class].len() > SHED_BATCHES * self.per_batch(class_pages(class))
-        {
+        let shed = depot::holds(class)
+            && self.lists[class].len() > SHED_BATCHES * self.per_batch(class_pages(class));
+        if wanted != 0 || shed {
             self.share(depot, wanted, class, k);
         }
     }
@@ -92,7 +92,7 @@ impl LargeLists {
             }
         }
         let per_batch = self.per_batch(class_pages(class));
-        if self.lists[class].len() > SHED_BATCHES * per_batch {
+        if depot::holds(class) && self.lists[class].len() > SHED_BATCHES * per_batch {
             self.shed(&mut d, class, per_batch, k);
         }
     }
@@ -136,7 +136,7 @@ impl LargeLists {
             let mut empty_in_a_row = 0;
             while held < want && self.count > 0 && empty_in_a_row < NR_LARGE_CLASSES {
                 let p = self.lists[class].last();
-                if p.is_null() {
+                if p.is_null() || !depot::holds(class) {
                     empty_in_a_row += 1;
                     class = (class + 1) % NR_LARGE_CLASSES;
                     continue;
