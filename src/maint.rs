@@ -70,6 +70,7 @@ pub fn tick(
     pages.pagesets.for_each(|ps| {
         ps.tick(zone, &k);
     });
+    pages.pagesets.tick_depot(zone, &k);
     zone.clear_below_high_if_ok();
     let home = pages.through(work.home, false);
     heaps.release_parked_everywhere(&home);

@@ -11,7 +11,7 @@ use crate::heap::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
 use crate::heap::HeapRegistry;
 use crate::large::huge::{HugeBlocks, HugeUsage};
 use crate::page::{MigrateType, MIGRATE_TYPES};
-use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
+use crate::page_alloc::pcp::{depot::DepotCounters, tune::PcpState, PcpCounters};
 use crate::page_alloc::zone::ZoneSnapshot;
 use crate::page_alloc::PageAllocator;
 use crate::section;
@@ -196,6 +196,12 @@ pub struct Stats {
     /// Critical sections entering a pageset that the kernel aborted, all
     /// pagesets.
     pub pcp_rseq_aborts: u64,
+    /// Fences a lock taken from elsewhere cost under rseq (`membarrier`
+    /// calls: `sync/cpu_lock.rs`).
+    pub pcp_rseq_fences: u64,
+    /// The depot between the CPU pagesets' class lists and the zone
+    /// (`page_alloc/pcp/depot.rs`).
+    pub pcp_depot: DepotCounters,
     /// Pagesets in existence.
     pub nr_pagesets: usize,
     /// The first pagesets that have seen any traffic.
@@ -327,6 +333,8 @@ impl Stats {
             pcp_entry: 0,
             pcp_index_mm_cid: false,
             pcp_rseq_aborts: 0,
+            pcp_rseq_fences: 0,
+            pcp_depot: DepotCounters::ZERO,
             nr_pagesets: 0,
             pagesets: [PagesetStats::default(); MAX_REPORTED_PAGESETS],
             nr_reported: 0,
@@ -369,6 +377,8 @@ impl Stats {
         self.pcp_entry = crate::sys::rseq::entry() as u32;
         self.pcp_index_mm_cid = crate::sys::rseq::index_is_mm_cid();
         self.pcp_rseq_aborts = 0;
+        self.pcp_rseq_fences = crate::sys::rseq::fences();
+        self.pcp_depot = parts.pages.pagesets.depot_stats();
         self.nr_pagesets = 0;
         let mut n = 0;
         parts.pages.pagesets.for_each(|ps| {
@@ -617,6 +627,17 @@ impl Stats {
             "pcp_large_released_pages" => t.large_released_pages,
             "pcp_lock_busy" => self.pcp_lock_busy,
             "pcp_rseq_aborts" => self.pcp_rseq_aborts,
+            "rseq_fences" => self.pcp_rseq_fences,
+            "pcp_depot_pages" => self.pcp_depot.pages,
+            "pcp_depot_high" => self.pcp_depot.high,
+            "pcp_depot_put" => self.pcp_depot.put,
+            "pcp_depot_taken" => self.pcp_depot.taken,
+            "pcp_depot_hits" => self.pcp_depot.hits,
+            "pcp_depot_wanted" => self.pcp_depot.wanted,
+            "pcp_depot_answered" => self.pcp_depot.answered,
+            "pcp_depot_full_pages" => self.pcp_depot.full_pages,
+            "pcp_depot_drained_pages" => self.pcp_depot.drained_pages,
+            "pcp_depot_busy" => self.pcp_depot.busy,
             "nr_pagesets" => self.nr_pagesets,
         }
         for (i, p) in self.pagesets[..self.nr_reported].iter().enumerate() {

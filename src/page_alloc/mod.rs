@@ -188,25 +188,16 @@ impl<'a> Pages<'a> {
     #[inline]
     pub fn alloc_large(&self, class: usize) -> (*mut Page, usize) {
         let (ps, entered) = self.enter();
+        let pool = &self.alloc.pagesets;
         let (p, c) = ps.alloc_large_entered(
             entered,
             self.zone(),
             class,
             || self.alloc.knobs(),
-            // A thread's own pageset is not a CPU's: it takes from none,
-            // and keeps its own guard (the blocks join it, not a CPU's).
+            pool.depot_for(ps),
+            // A thread's own pageset is not a CPU's: it takes from none.
             |g, class, more, extra| {
-                let pool = &self.alloc.pagesets;
-                if !pool.steals_unlocked() || !self.pageset.is_null() {
-                    let (p, c) = pool.steal_large(ps, class, more, extra);
-                    return (g, p, c);
-                }
-                drop(g);
                 let (p, c) = pool.steal_large(ps, class, more, extra);
-                let g = match pool.enter_cpu() {
-                    (_, Some(g)) => g,
-                    (_, None) => ps.lock(),
-                };
                 (g, p, c)
             },
         );
@@ -282,7 +273,8 @@ impl<'a> Pages<'a> {
         // SAFETY: forwarded contract.
         let to_zone = unsafe {
             let (ps, entered) = self.enter();
-            ps.free_large_entered(entered, zone, heads, class, || self.alloc.knobs())
+            let depot = self.alloc.pagesets.depot_for(ps);
+            ps.free_large_entered(entered, zone, heads, class, || self.alloc.knobs(), depot)
         };
         if to_zone {
             zone.balance_dirty();

@@ -219,6 +219,7 @@ pub fn check_invariants() -> crate::page_alloc::zone::ZoneWalk {
     PAGES.pagesets.for_each(|ps| {
         ps.check();
     });
+    PAGES.pagesets.check_depot();
     PAGES.zone.check_invariants()
 }
 
@@ -228,7 +229,7 @@ pub fn check_invariants() -> crate::page_alloc::zone::ZoneWalk {
 // Called by the tests, through `internals`.
 #[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub fn check_invariants_quiescent() -> (usize, usize) {
-    let mut cached = 0;
+    let mut cached = PAGES.pagesets.check_depot();
     PAGES.pagesets.for_each(|ps| cached += ps.check());
     let walk = PAGES.zone.check_invariants();
     assert_eq!(

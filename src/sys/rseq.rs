@@ -33,7 +33,7 @@
 //! the abort handler (`RSEQ_SIG`) and the area's layout follow the kernel's
 //! `include/uapi/linux/rseq.h`.
 
-use core::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
 
 /// The value a local entry stores into a free lock word.
 pub(crate) const LOCAL: usize = 1;
@@ -167,6 +167,15 @@ fn membarrier_register() -> bool {
     super::linux::membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0)
 }
 
+/// Fences taken ([`fence`], [`fence_all`]): each a `membarrier` system
+/// call, an interrupt on another CPU (the report's `rseq_fences`).
+static FENCES: AtomicU64 = AtomicU64::new(0);
+
+/// The fences taken so far.
+pub(crate) fn fences() -> u64 {
+    FENCES.load(Relaxed)
+}
+
 /// Aborts every critical section in flight on the CPU that runs index
 /// `index`'s threads (one CPU when the index is the CPU number; every CPU
 /// that runs this process's threads when it is `mm_cid`) and orders their
@@ -177,11 +186,13 @@ pub(crate) fn fence(index: usize) -> bool {
     } else {
         (MEMBARRIER_CMD_FLAG_CPU, index as libc::c_long)
     };
+    FENCES.fetch_add(1, Relaxed);
     super::linux::membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, flags, cpu)
 }
 
 /// [`fence`] on every CPU at once (fork's prepare).
 pub(crate) fn fence_all() -> bool {
+    FENCES.fetch_add(1, Relaxed);
     super::linux::membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ, 0, 0)
 }
 

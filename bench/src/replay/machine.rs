@@ -252,7 +252,9 @@ impl Machine {
     }
 
     fn note_peak(&mut self) {
-        self.out.peak_pcp_pages = self.out.peak_pcp_pages.max(self.pcp_total as u64);
+        // The depot's blocks are cached too (`pcp/depot.rs`).
+        let cached = self.pcp_total + self.pa.pagesets.depot_pages();
+        self.out.peak_pcp_pages = self.out.peak_pcp_pages.max(cached as u64);
     }
 
     /// The virtual CPU a new thread runs on (see the module docs).

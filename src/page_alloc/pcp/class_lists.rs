@@ -37,6 +37,10 @@
 //! of the heap as it is, not of the machine, so a small heap caches
 //! little.
 //!
+//! With two CPU pagesets or more, blocks move between CPUs' lists through
+//! the depot (`depot.rs`); what the lists give it, and when, is
+//! `class_lists/share.rs`.
+//!
 //! Invariants (checked by `Pageset::check`): `count` = Σ pages of the
 //! blocks on the lists; every block on list `c` is a `PcpLarge` head of
 //! `class_pages(c)` pages; and the residency counts of
@@ -46,6 +50,9 @@ use crate::geometry::MAX_ORDER_PAGES;
 use crate::page::{flags, LargeBlock, Page, PageKind, PageList, NOT_MEASURED};
 
 use super::class_lists_resident::{Lists, Residency};
+use super::depot::Depot;
+
+mod share;
 use super::tuner::{OwnFreeHigh, Tuner, TunerParams};
 use crate::page_alloc::block_classes::{class_of, class_pages, migratetype_for, NR_LARGE_CLASSES};
 use crate::page_alloc::knobs::{heuristic, Knobs};
@@ -99,6 +106,10 @@ pub struct LargeLists {
     p: TunerParams,
     /// Counters.
     pub c: LargeCounters,
+    /// The classes whose misses here found the depot without a block since
+    /// the last tick (bit c: class c): requests of this CPU's own, which
+    /// its lists do not answer ([`Depot::wanted`]).
+    asked: u64,
 }
 
 /// The high bounds of the large lists for `params` and `zone`: `high_max`
@@ -164,6 +175,7 @@ impl LargeLists {
                 steals: 0,
                 released_pages: 0,
             },
+            asked: 0,
         }
     }
 
@@ -466,16 +478,24 @@ impl LargeLists {
         }
     }
 
-    /// Frees block `p` of class `class` to its list; gives blocks back to
-    /// the zone when the lists hold more than `high`, or for free_high
-    /// (whose cut of `high` reads the zone's `batch`). Returns the pages
-    /// given back. A block measured on its way here counts towards the
+    /// Frees block `p` of class `class` to its list; gives blocks back —
+    /// to `depot` while it has room (`depot.rs`), else to the zone — when
+    /// the lists hold more than `high`, or for free_high (whose cut of
+    /// `high` reads the zone's `batch`). Returns the pages given back to
+    /// the zone. A block measured on its way here counts towards the
     /// tick's measurements (`class_lists_resident.rs`).
     ///
     /// # Safety
     /// As [`cache`](Self::cache).
     #[inline]
-    pub unsafe fn free(&mut self, zone: &Zone, p: *mut Page, class: usize, k: &Knobs) -> usize {
+    pub unsafe fn free(
+        &mut self,
+        zone: &Zone,
+        p: *mut Page,
+        class: usize,
+        k: &Knobs,
+        depot: Option<&Depot>,
+    ) -> usize {
         let pages = class_pages(class);
         if self.t.high == 0 {
             self.t.high = self.p.high_min;
@@ -503,11 +523,14 @@ impl LargeLists {
                 self.t.free_count = held as i32;
             }
             if self.t.wants_free_high(self.waiting_i32(), &self.p, k) {
-                return self.free_high(zone, k, class);
+                return self.free_high(zone, k, class, depot);
             }
         }
         if self.waiting() > self.high() {
-            return self.drain_over_high(zone, class);
+            return self.drain_over_high(zone, class, k, depot);
+        }
+        if let Some(d) = depot {
+            self.offer(d, class, k);
         }
         0
     }
@@ -522,22 +545,29 @@ impl LargeLists {
     /// zone. Keeps `high_min` (the tuner's keep), and shrinks `high`.
     #[cold]
     #[inline(never)]
-    fn free_high(&mut self, zone: &Zone, k: &Knobs, class: usize) -> usize {
+    fn free_high(&mut self, zone: &Zone, k: &Knobs, class: usize, depot: Option<&Depot>) -> usize {
         self.c.free_high += 1;
         self.p.batch = zone.pcp_params().batch as i32;
         let keep = self.t.free_high(&self.p, k).max(0) as usize;
-        self.drain(zone, self.waiting().saturating_sub(keep), class)
-            .0
+        let want = self.waiting().saturating_sub(keep);
+        self.drain_via(zone, want, class, k, depot).0
     }
 
     /// Past `high`: gives back down to `high - high >> LARGE_DRAIN_SHIFT`
     /// and remembers it in `missed`.
     #[cold]
     #[inline(never)]
-    fn drain_over_high(&mut self, zone: &Zone, class: usize) -> usize {
+    fn drain_over_high(
+        &mut self,
+        zone: &Zone,
+        class: usize,
+        k: &Knobs,
+        depot: Option<&Depot>,
+    ) -> usize {
         let high = self.high();
         let target = high - (high >> LARGE_DRAIN_SHIFT);
-        let (drained, held) = self.drain(zone, self.waiting() - target, class);
+        let want = self.waiting() - target;
+        let (drained, held) = self.drain_via(zone, want, class, k, depot);
         self.t.note_given_back(held.min(i32::MAX as usize) as i32);
         drained
     }
@@ -547,6 +577,7 @@ impl LargeLists {
     /// starts over ([`Tuner::decay`]). Returns the pages given back.
     pub fn tick(&mut self, zone: &Zone, params: &PcpParams, k: &Knobs) -> usize {
         self.p = bounds(params, zone);
+        self.asked = 0;
         if self.t.high != 0 {
             self.t.decay(&self.p, k);
         }

@@ -245,6 +245,12 @@ impl Pageset {
         self.biased.store(on, Relaxed);
     }
 
+    /// Whether this is a thread's own pageset.
+    #[inline]
+    pub fn is_biased(&self) -> bool {
+        self.biased.load(Relaxed)
+    }
+
     /// The way in on the alloc/free paths: the owner of a thread pageset
     /// always gets in; on a shared pageset the lock is only tried.
     #[inline]

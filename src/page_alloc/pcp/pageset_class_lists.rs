@@ -16,6 +16,7 @@ use crate::section::page_addr;
 use crate::sys;
 
 use super::class_lists_resident::{measure_list, Residency};
+use super::depot::Depot;
 use super::pageset::{Pageset, PagesetGuard};
 
 /// Blocks given back to the OS per zone-lock hold.
@@ -60,6 +61,7 @@ impl Pageset {
             zone,
             class,
             knobs,
+            None,
             |g, c, more, extra| {
                 let (p, c) = steal(c, more, extra);
                 (g, p, c)
@@ -69,8 +71,9 @@ impl Pageset {
 
     /// [`alloc_large_or_steal`](Self::alloc_large_or_steal) with the way
     /// in already tried: `entered` is this pageset's guard, or None when
-    /// its lock was busy. A miss hands the guard to `steal(guard, class,
-    /// more, extra)`, which gives back the guard the blocks then join (the
+    /// its lock was busy. A miss takes a batch from `depot` (`depot.rs`)
+    /// if it has one, else hands the guard to `steal(guard, class, more,
+    /// extra)`, which gives back the guard the blocks then join (the
     /// same, or — a steal made with no lock held — the one it entered
     /// after) with what it stole.
     #[inline]
@@ -80,6 +83,7 @@ impl Pageset {
         zone: &Zone,
         class: usize,
         knobs: impl Fn() -> Knobs,
+        depot: Option<&Depot>,
         steal: impl FnOnce(
             PagesetGuard<'a>,
             usize,
@@ -96,17 +100,18 @@ impl Pageset {
             g.c.pgalloc += class_pages(c) as u64;
             return (p, c);
         }
-        Self::steal_or_refill(g, zone, class, &knobs, steal)
+        Self::steal_or_refill(g, zone, class, &knobs, depot, steal)
     }
 
     /// [`alloc_large_or_steal`](Self::alloc_large_or_steal)'s miss.
     #[cold]
     #[inline(never)]
     fn steal_or_refill<'a>(
-        g: PagesetGuard<'a>,
+        mut g: PagesetGuard<'a>,
         zone: &Zone,
         class: usize,
         knobs: &impl Fn() -> Knobs,
+        depot: Option<&Depot>,
         steal: impl FnOnce(
             PagesetGuard<'a>,
             usize,
@@ -116,6 +121,19 @@ impl Pageset {
     ) -> (*mut Page, usize) {
         let more = g.large.steal_more(class, zone.pcp_params().batch as usize);
         let mut extra = PageList::new();
+        let depot = depot.filter(|_| super::depot::holds(class));
+        if let Some(mut d) = depot.and_then(Depot::try_lock) {
+            let (p, c) = d.take(zone, class, more, &mut extra, &knobs());
+            drop(d);
+            g.large.note_depot(class, !p.is_null());
+            if !p.is_null() {
+                g.c.pgalloc += class_pages(c) as u64;
+                // SAFETY: the depot handed over these blocks of class c,
+                // whole and no longer on any list.
+                unsafe { g.large.adopt(&mut extra, c) };
+                return (p, c);
+            }
+        }
         let (mut g, p, c) = steal(g, class, more, &mut extra);
         if !p.is_null() {
             g.large.c.steals += 1;
@@ -199,11 +217,13 @@ impl Pageset {
         owner: bool,
     ) -> bool {
         // SAFETY: forwarded contract.
-        unsafe { self.free_large_entered(self.enter(owner), zone, heads, class, knobs) }
+        unsafe { self.free_large_entered(self.enter(owner), zone, heads, class, knobs, None) }
     }
 
     /// [`free_large`](Self::free_large) with the way in already tried:
-    /// `entered` is this pageset's guard, or None when its lock was busy.
+    /// `entered` is this pageset's guard, or None when its lock was busy;
+    /// what the lists give back goes to `depot` while it has room
+    /// (`depot.rs`).
     ///
     /// # Safety
     /// As [`free_large`](Self::free_large).
@@ -215,6 +235,7 @@ impl Pageset {
         heads: &[*mut Page],
         class: usize,
         knobs: impl Fn() -> Knobs,
+        depot: Option<&Depot>,
     ) -> bool {
         for &head in heads {
             // SAFETY: the caller owns the block (contract); what it holds
@@ -230,7 +251,7 @@ impl Pageset {
         let k = knobs();
         for &head in heads {
             // SAFETY: forwarded contract.
-            drained += unsafe { g.large.free(zone, head, class, &k) };
+            drained += unsafe { g.large.free(zone, head, class, &k, depot) };
         }
         let pages = class_pages(class) * heads.len();
         g.c.pgfree += pages as u64;
@@ -267,10 +288,25 @@ impl Pageset {
     /// (`sys::release_many`). Returns the pages the lists still hold
     /// resident and the resident pages given back.
     pub fn release_large(&self, zone: &Zone, keep: usize) -> (usize, usize) {
-        self.measure_large(zone);
+        self.release_large_with(zone, keep, &|| self.lock())
+    }
+
+    /// [`release_large`](Self::release_large), taking this pageset's lock
+    /// each time with `lock` (`PagesetPool::lock_cpu_set`: without a fence
+    /// when it is the calling thread's CPU's). Out of line, as a whole:
+    /// its frame (a batch of ranges, the measuring buffer) stays off the
+    /// give-back's, which runs on small stacks (tests/invisible_stacks.rs).
+    #[inline(never)]
+    pub(super) fn release_large_with<'a>(
+        &'a self,
+        zone: &Zone,
+        keep: usize,
+        lock: &dyn Fn() -> PagesetGuard<'a>,
+    ) -> (usize, usize) {
+        self.measure_large(zone, lock);
         let (mut whole, mut rest) = (PageList::new(), PageList::new());
         {
-            let mut g = self.lock();
+            let mut g = lock();
             if g.large.take_for_release(zone, keep, &mut whole, &mut rest) == 0 {
                 return (g.large.waiting(), 0);
             }
@@ -335,7 +371,7 @@ impl Pageset {
                     }
                 }
             }
-            let mut g = self.lock();
+            let mut g = lock();
             for (i, &(p, all)) in blocks[..n].iter().enumerate() {
                 if all {
                     continue;
@@ -348,7 +384,7 @@ impl Pageset {
                 }
             }
         }
-        let mut g = self.lock();
+        let mut g = lock();
         g.large.c.released_pages += released_pages as u64;
         g.large.c.drained_pages += released_pages as u64;
         g.c.free_zone += released_pages as u64;
@@ -359,10 +395,10 @@ impl Pageset {
     /// measured (`class_lists_resident.rs`), without the pageset lock: they
     /// leave the lists meanwhile, so frees on this CPU do not find the
     /// lock busy and go to the zone.
-    fn measure_large(&self, zone: &Zone) {
+    fn measure_large<'a>(&'a self, zone: &Zone, lock: &dyn Fn() -> PagesetGuard<'a>) {
         let mut blocks = PageList::new();
         {
-            let mut g = self.lock();
+            let mut g = lock();
             if g.large.waiting() == g.large.resident_measured() {
                 return;
             }
@@ -370,7 +406,7 @@ impl Pageset {
         }
         // SAFETY: the blocks taken off the lists are ours.
         unsafe { measure_list(&blocks) };
-        let mut g = self.lock();
+        let mut g = lock();
         while !blocks.is_empty() {
             // SAFETY: as above; each goes back, measured.
             unsafe {
@@ -383,7 +419,11 @@ impl Pageset {
     /// Gives every block of the large lists back to the zone. Returns the
     /// pages drained.
     pub fn drain_large(&self, zone: &Zone) -> usize {
-        let mut g = self.lock();
+        self.drain_large_with(self.lock(), zone)
+    }
+
+    /// [`drain_large`](Self::drain_large) with the lock taken (`g`).
+    pub(super) fn drain_large_with(&self, mut g: PagesetGuard<'_>, zone: &Zone) -> usize {
         let n = g.large.drain_all(zone);
         g.c.free_zone += n as u64;
         n

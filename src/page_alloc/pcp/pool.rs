@@ -21,10 +21,12 @@ use crossbeam_utils::CachePadded;
 
 use crate::meta;
 use crate::page::{Page, PageList};
+use crate::page_alloc::knobs::Knobs;
 use crate::page_alloc::zone::Zone;
 use crate::sync::Locked;
 use crate::sys::{self, rseq};
 
+use super::depot::{Depot, DepotCounters};
 use super::pageset::{Pageset, PagesetGuard};
 
 /// How many other CPUs' pagesets a large-list miss looks in (the next
@@ -53,9 +55,12 @@ pub struct PagesetPool {
     /// Whether new pagesets keep a batch before a free_high drain (this
     /// CPU's cache slice is large enough, seed 000 patch 3).
     free_high_batch: AtomicBool,
-    /// Whether a CPU pageset's large-list miss may take another's block
-    /// ([`steal_large`](Self::steal_large)); off with per-thread pagesets.
+    /// Whether the CPU pagesets' class lists share blocks — through the
+    /// depot, and with getcpu by [`steal_large`](Self::steal_large); off
+    /// with per-thread pagesets.
     steal: AtomicBool,
+    /// The CPU pagesets' shared stock of large blocks (`depot.rs`).
+    depot: Depot,
     /// Times one pageset's caller changed another pageset's lists (a
     /// steal, a drain of every pageset's large lists): a count of a
     /// pageset kept outside it is stale when this moved (the replay).
@@ -75,6 +80,7 @@ impl PagesetPool {
             free: Locked::new(0),
             free_high_batch: AtomicBool::new(false),
             steal: AtomicBool::new(true),
+            depot: Depot::new(),
             cross_events: AtomicU64::new(0),
             rseq: AtomicBool::new(false),
         }
@@ -121,16 +127,38 @@ impl PagesetPool {
         true
     }
 
-    /// Whether a CPU pageset's large-list miss steals with no lock held
-    /// (`Pages::alloc_large`): with rseq, taking another CPU's pageset
-    /// costs a fence, a system call, and a thread preempted there while
-    /// holding its own pageset sends its CPU's entries to the zone (the
-    /// stress test, 2 s: 38-47 k entries found their lock busy with
-    /// steals, 5-6 k without, getcpu 3.4-3.6 k). The steal then runs
-    /// between two entries, and its blocks join the pageset entered
-    /// after it (this CPU's now).
-    pub fn steals_unlocked(&self) -> bool {
-        self.rseq.load(Ordering::Relaxed)
+    /// The depot the class lists of CPU pageset `ps` put blocks in and
+    /// take them from; None for a thread's own pageset, with per-thread
+    /// pagesets and with one CPU pageset (nobody to share with).
+    #[inline]
+    pub fn depot_for(&self, ps: &Pageset) -> Option<&Depot> {
+        if !self.steal.load(Ordering::Relaxed)
+            || ps.is_biased()
+            || self.nr_cpu_sets.load(Ordering::Relaxed) < 2
+        {
+            return None;
+        }
+        Some(&self.depot)
+    }
+
+    /// Pages in the depot (a racy read).
+    pub fn depot_pages(&self) -> usize {
+        self.depot.pages()
+    }
+
+    /// The depot's counters.
+    pub fn depot_stats(&self) -> DepotCounters {
+        self.depot.snapshot()
+    }
+
+    /// Checks the depot; returns the pages it holds.
+    pub fn check_depot(&self) -> usize {
+        self.depot.check()
+    }
+
+    /// The depot's tick (`Depot::tick`). Returns the pages given back.
+    pub fn tick_depot(&self, zone: &Zone, k: &Knobs) -> usize {
+        self.depot.tick(zone, k)
     }
 
     /// From now on the calling threads enter the CPU pagesets with the
@@ -189,6 +217,21 @@ impl PagesetPool {
         }
     }
 
+    /// Waits for CPU pageset `ps` (maintenance, a give-back): under rseq,
+    /// by a critical section when it is the calling thread's CPU's — no
+    /// fence, as the CPU's own entries take it — else as anyone else does
+    /// (`Pageset::lock`, a fence).
+    pub fn lock_cpu_set<'a>(&'a self, ps: &'a Pageset) -> PagesetGuard<'a> {
+        if self.rseq.load(Ordering::Relaxed) {
+            if let (local, Some(g)) = self.enter_cpu_rseq() {
+                if ptr::eq(local, ps) {
+                    return g;
+                }
+            }
+        }
+        ps.lock()
+    }
+
     /// The pageset of `cpu` (per-CPU mode). Only after
     /// [`init_cpu_sets`](Self::init_cpu_sets).
     #[inline]
@@ -203,7 +246,12 @@ impl PagesetPool {
 
     /// A block of `class` (or of a class up to two larger) from the large
     /// lists of another CPU's pageset, for the miss of `mine` (a CPU
-    /// pageset of this pool; any other asks nothing): the next
+    /// pageset of this pool; any other asks nothing) that the depot could
+    /// not serve — with getcpu only: under rseq taking another CPU's
+    /// pageset costs a fence (`sync/cpu_lock.rs`, a `membarrier` IPI, ~10
+    /// µs in a VM) held across which that CPU's own entries find their
+    /// pageset busy and go to the zone, and the depot brings the blocks
+    /// instead (`depot.rs`). The
     /// [`STEAL_TRIES`] CPUs' in turn, each lock tried once; up to `more`
     /// further blocks of its class on `extra`, in the same lock hold
     /// (`LargeLists::steal`). Null and `class` if none had one.
@@ -225,7 +273,7 @@ impl PagesetPool {
         more: usize,
         extra: &mut PageList,
     ) -> (*mut Page, usize) {
-        if !self.steal.load(Ordering::Relaxed) {
+        if !self.steal.load(Ordering::Relaxed) || self.rseq.load(Ordering::Relaxed) {
             return (ptr::null_mut(), class);
         }
         let sets = self.cpu_sets();
@@ -235,14 +283,8 @@ impl PagesetPool {
         if me >= n || !ptr::eq(&*sets[me], mine) {
             return (ptr::null_mut(), class);
         }
-        let fenced = self.rseq.load(Ordering::Relaxed);
         for k in 1..n.min(STEAL_TRIES + 1) {
             let other = &sets[(me + k) % n];
-            // Taking another CPU's lock costs a fence with rseq: not for
-            // lists that held nothing at their last release.
-            if fenced && other.large_pages() == 0 {
-                continue;
-            }
             let r = other.steal_large(class, more, extra);
             if !r.0.is_null() {
                 self.cross_events.fetch_add(1, Ordering::Relaxed);
@@ -333,32 +375,53 @@ impl PagesetPool {
         }
     }
 
-    /// Drains every pageset into `zone` (`drain_all_pages`). Returns pages.
+    /// Drains the depot and every pageset into `zone` (`drain_all_pages`).
+    /// Returns pages.
     pub fn drain_all(&self, zone: &Zone) -> usize {
-        let mut n = 0;
+        let mut n = self.depot.drain_all(zone);
         self.for_each(|ps| n += ps.drain(zone));
         n
     }
 
-    /// Drains the large lists of every CPU pageset into `zone` (a thread's
-    /// own pageset is left to its owner: reaching it from here costs a
-    /// membarrier). Returns the pages drained.
+    /// Drains the depot and the large lists of every CPU pageset into
+    /// `zone` (a thread's own pageset is left to its owner: reaching it
+    /// from here costs a membarrier); not the lists that held nothing at
+    /// their last release (under rseq each lock taken costs a fence).
+    /// Returns the pages drained.
     pub fn drain_all_large(&self, zone: &Zone) -> usize {
-        let n: usize = self.cpu_sets().iter().map(|ps| ps.drain_large(zone)).sum();
+        let n = self.depot.drain_all(zone)
+            + self
+                .cpu_sets()
+                .iter()
+                .filter(|ps| ps.large_pages() > 0)
+                .map(|ps| ps.drain_large_with(self.lock_cpu_set(ps), zone))
+                .sum::<usize>();
         if n > 0 {
             self.cross_events.fetch_add(1, Ordering::Relaxed);
         }
         n
     }
 
-    /// What the large lists of the CPU pagesets may hold resident, in
-    /// pages (a racy sum of their mirrors, for the give-back's look). A
-    /// thread's own pageset is left to its owner, whose exit drains it.
+    /// What the large lists of the CPU pagesets and the depot may hold
+    /// resident, in pages (a racy sum of their mirrors, for the
+    /// give-back's look). A thread's own pageset is left to its owner,
+    /// whose exit drains it.
     pub fn large_waiting(&self) -> usize {
-        self.cpu_sets().iter().map(|ps| ps.large_waiting()).sum()
+        self.depot.waiting()
+            + self
+                .cpu_sets()
+                .iter()
+                .map(|ps| ps.large_waiting())
+                .sum::<usize>()
     }
 
-    /// Pages on the large lists of the CPU pagesets (a racy sum).
+    /// Pages on the large lists of the CPU pagesets (a racy sum): what the
+    /// give-back counts as a cache, not use, when it sets the zone's
+    /// `keep`. Not the depot's: a stock in transit between CPUs, bounded
+    /// and decaying on its own — counted as a cache, it cut the zone's
+    /// `keep` by as much, and the zone gave back 2-5 times what it did
+    /// (a producer and a consumer of 8 B - 64 MiB blocks:
+    /// tests/memory_cgroup.rs).
     pub fn large_pages(&self) -> usize {
         self.cpu_sets().iter().map(|ps| ps.large_pages()).sum()
     }
@@ -366,21 +429,40 @@ impl PagesetPool {
     /// Brings what the large lists of the CPU pagesets hold resident to at
     /// most `keep` pages: each measures what it holds, and if they hold
     /// more in all, each gives back its coldest blocks down to its share
-    /// of `keep` (`Pageset::release_large`). Returns the pages they still
-    /// hold resident and the resident pages given back.
+    /// of `keep` (`Pageset::release_large`). The depot's blocks join this
+    /// CPU's lists first. Returns
+    /// the pages they still hold resident and the resident pages given
+    /// back.
     pub fn release_large_down_to(&self, zone: &Zone, keep: usize) -> (usize, usize) {
+        if self.depot.pages() > 0 {
+            // The depot's blocks join this CPU's lists first: there the
+            // release measures them and keeps what they hold in their
+            // first pages (a block drained whole to the zone is faulted in
+            // anew: 305 k faults in the storm, against 208 k), and the
+            // zone's give-back that follows counts them as a cache
+            // (`large_pages`).
+            let home = self.cpu_pageset(sys::current_cpu());
+            let mut g = self.lock_cpu_set(home);
+            self.depot.move_all(|list, class| {
+                // SAFETY: the depot hands over whole blocks of `class`,
+                // off every list, with kind None.
+                unsafe { g.large.adopt(list, class) }
+            });
+        }
         let sets = self.cpu_sets();
         let mut total = 0;
         for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
-            total += ps.release_large(zone, usize::MAX).0;
+            total += ps
+                .release_large_with(zone, usize::MAX, &|| self.lock_cpu_set(ps))
+                .0;
         }
         if total <= keep {
             return (total, 0);
         }
         let (mut kept, mut released) = (0, 0);
-        for ps in sets.iter() {
+        for ps in sets.iter().filter(|ps| ps.large_pages() > 0) {
             let share = ps.large_waiting() * keep / total;
-            let (k, r) = ps.release_large(zone, share);
+            let (k, r) = ps.release_large_with(zone, share, &|| self.lock_cpu_set(ps));
             kept += k;
             released += r;
         }
@@ -390,21 +472,22 @@ impl PagesetPool {
     /// What all pagesets may hold resident, in pages: their order lists'
     /// pages and what their large lists may hold (`LargeLists::waiting`).
     pub fn waiting_pages(&self) -> usize {
-        let mut n = 0;
+        let mut n = self.depot.waiting();
         self.for_each(|ps| n += ps.waiting());
         n
     }
 
     /// Pages held by all pagesets (racy sum, for decisions and reports).
     pub fn total_count(&self) -> usize {
-        let mut n = 0;
+        let mut n = self.depot.pages();
         self.for_each(|ps| n += ps.count());
         n
     }
 
     /// Takes the free-list lock and every pageset lock (before fork):
     /// every CPU pageset's word swapped first, then one fence on every CPU
-    /// for all of them (`CpuLock::lock_unfenced`), then each made sure of.
+    /// for all of them (`CpuLock::lock_unfenced`), then each made sure of;
+    /// then the depot's (taken under a pageset's).
     pub fn lock_all(&self) {
         self.free.lock.lock();
         self.for_each(|ps| ps.lock_for_fork());
@@ -412,6 +495,7 @@ impl PagesetPool {
             rseq::fence_all();
         }
         self.for_each(|ps| ps.confirm_for_fork());
+        self.depot.lock_for_fork();
     }
 
     /// Releases what [`lock_all`](Self::lock_all) took: in the parent,
@@ -422,6 +506,7 @@ impl PagesetPool {
     pub unsafe fn unlock_all(&self, child: bool) {
         // SAFETY: every lock was taken by lock_all in this thread.
         unsafe {
+            self.depot.unlock_after_fork(child);
             self.for_each(|ps| ps.force_unlock());
             if child {
                 self.free.lock.force_unlock();
