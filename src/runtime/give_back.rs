@@ -185,10 +185,7 @@ static MEASURE_GATE: ForkGate = ForkGate::new();
 /// give-back under way is not waited for. Skipped while a fork runs.
 pub(crate) fn measure_at_exit() {
     if let Some(_inside) = MEASURE_GATE.enter() {
-        // Bringing the lists down to no limit only measures them.
-        let _ = PAGES
-            .pagesets
-            .release_large_down_to(&PAGES.zone, usize::MAX);
+        PAGES.pagesets.measure_large(&PAGES.zone);
     }
 }
 
