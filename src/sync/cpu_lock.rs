@@ -20,7 +20,9 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{pass_for_fork, passing_for_fork, spin_until, this_thread, unpass_for_fork};
+use super::{
+    pass_for_fork, passing_for_fork, spin_briefly, spin_until, this_thread, unpass_for_fork,
+};
 use crate::sys::rseq;
 
 /// No fence needed: no critical section reaches this lock.
@@ -105,6 +107,12 @@ impl CpuLock {
             return;
         }
         spin_until(|| self.try_lock());
+    }
+
+    /// Takes the lock if it comes free within a few microseconds
+    /// (`super::spin_briefly`); false if not.
+    pub(crate) fn lock_briefly(&self) -> bool {
+        self.try_lock() || pass_for_fork(self.addr()) || spin_briefly(|| self.try_lock())
     }
 
     /// Swaps the word for this thread's value, spinning until it is free,

@@ -225,6 +225,29 @@ pub(crate) fn spin_until(mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Spins while `done` says no, for about [`SPIN_NS`] at most: true once it
+/// said yes. For maintenance that can do without what it waits for (an
+/// exiting thread's measurement, a drain before the zone grows): a
+/// holder that stays longer was preempted in its hold — more threads
+/// than CPUs — and yielding to it until it runs again (`spin_until`) cost
+/// a thread storm 10-12 k `sched_yield`s, each a context switch, on the
+/// path of its threads' exits.
+pub(crate) fn spin_briefly(mut done: impl FnMut() -> bool) -> bool {
+    let start = sys::now_ns();
+    for _ in 0..SPIN_ROUNDS_MAX {
+        for _ in 0..SPIN_LIMIT {
+            if done() {
+                return true;
+            }
+            core::hint::spin_loop();
+        }
+        if sys::now_ns().wrapping_sub(start) > SPIN_NS {
+            break;
+        }
+    }
+    done()
+}
+
 /// A lock that the fast paths only ever try (the pageset lock). Waiting
 /// for it, which only maintenance, drain-all and fork do, spins and yields.
 pub(crate) struct TryLock {

@@ -322,6 +322,20 @@ impl Pageset {
         }
     }
 
+    /// [`lock`](Self::lock) if the pageset comes free within a few
+    /// microseconds (`sync::spin_briefly`): None if its holder stays
+    /// longer, for maintenance that can skip it. A thread's own pageset
+    /// is waited for as by `lock`.
+    pub fn lock_briefly(&self) -> Option<PagesetGuard<'_>> {
+        if self.biased.load(Relaxed) {
+            return Some(self.lock());
+        }
+        self.cpu_lock.lock_briefly().then(|| PagesetGuard {
+            ps: self,
+            how: Held::Cpu,
+        })
+    }
+
     /// Fork's prepare, first step: takes the lock without the fence
     /// (`CpuLock::lock_unfenced`) for a shared pageset, whole for a
     /// thread's.

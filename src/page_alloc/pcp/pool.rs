@@ -232,6 +232,20 @@ impl PagesetPool {
         ps.lock()
     }
 
+    /// [`lock_cpu_set`](Self::lock_cpu_set) for maintenance that can
+    /// skip a pageset whose holder stays (`Pageset::lock_briefly`): None
+    /// then.
+    fn lock_cpu_set_briefly<'a>(&'a self, ps: &'a Pageset) -> Option<PagesetGuard<'a>> {
+        if self.rseq.load(Ordering::Relaxed) {
+            if let (local, Some(g)) = self.enter_cpu_rseq() {
+                if ptr::eq(local, ps) {
+                    return Some(g);
+                }
+            }
+        }
+        ps.lock_briefly()
+    }
+
     /// The pageset of `cpu` (per-CPU mode). Only after
     /// [`init_cpu_sets`](Self::init_cpu_sets).
     #[inline]
@@ -386,7 +400,9 @@ impl PagesetPool {
     /// Drains the depot and the large lists of every CPU pageset into
     /// `zone` (a thread's own pageset is left to its owner: reaching it
     /// from here costs a membarrier); not the lists that held nothing at
-    /// their last release (under rseq each lock taken costs a fence).
+    /// their last release (under rseq each lock taken costs a fence), nor
+    /// a pageset whose holder stays (`Pageset::lock_briefly`): the zone
+    /// grows instead of the caller waiting for a preempted holder.
     /// Returns the pages drained.
     pub fn drain_all_large(&self, zone: &Zone) -> usize {
         let n = self.depot.drain_all(zone)
@@ -394,7 +410,7 @@ impl PagesetPool {
                 .cpu_sets()
                 .iter()
                 .filter(|ps| ps.large_pages() > 0)
-                .map(|ps| ps.drain_large_with(self.lock_cpu_set(ps), zone))
+                .filter_map(|ps| Some(ps.drain_large_with(self.lock_cpu_set_briefly(ps)?, zone)))
                 .sum::<usize>();
         if n > 0 {
             self.cross_events.fetch_add(1, Ordering::Relaxed);
@@ -461,9 +477,17 @@ impl PagesetPool {
     /// critical section takes: another CPU's costs a fence, and a thread's
     /// exit that measured every CPU's lists fenced 13.5 k times in a storm
     /// of 5,000 threads (perf); the other CPUs' exits measure theirs.
+    ///
+    /// A pageset whose holder stays (preempted in its hold) is skipped:
+    /// the exit is not held up for a measurement (`sync::spin_briefly`).
     pub fn measure_large(&self, zone: &Zone) {
         if !self.rseq.load(Ordering::Relaxed) {
-            self.release_large_down_to(zone, usize::MAX);
+            self.depot_to_this_cpu();
+            for ps in self.cpu_sets().iter().filter(|ps| ps.large_pages() > 0) {
+                if self.lock_cpu_set_briefly(ps).is_some() {
+                    ps.release_large_with(zone, usize::MAX, &|| self.lock_cpu_set(ps));
+                }
+            }
             return;
         }
         self.depot_to_this_cpu();
@@ -475,7 +499,7 @@ impl PagesetPool {
     }
 
     /// The depot's blocks join this CPU's lists (before a release or a
-    /// measurement).
+    /// measurement), unless that pageset's holder stays.
     fn depot_to_this_cpu(&self) {
         if self.depot.pages() > 0 {
             // The depot's blocks join this CPU's lists first: there the
@@ -485,7 +509,9 @@ impl PagesetPool {
             // zone's give-back that follows counts them as a cache
             // (`large_pages`).
             let home = self.cpu_pageset(sys::current_cpu());
-            let mut g = self.lock_cpu_set(home);
+            let Some(mut g) = self.lock_cpu_set_briefly(home) else {
+                return;
+            };
             self.depot.move_all(|list, class| {
                 // SAFETY: the depot hands over whole blocks of `class`,
                 // off every list, with kind None.
