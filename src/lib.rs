@@ -240,7 +240,7 @@ pub mod profile {
 pub mod stats {
     pub use crate::large::huge::HugeUsage;
     pub use crate::page_alloc::pcp::{tune::PcpState, PcpCounters};
-    pub use crate::page_alloc::zone::{watermark::PcpParams, ZoneCounters, ZoneSnapshot};
+    pub use crate::page_alloc::zone::{snapshot::ZoneSnapshot, watermark::PcpParams, ZoneCounters};
     pub use crate::stats_report::{
         Bytes, PagesetStats, ReclaimCounters, Stats, Summary, ThreadStats, MAX_REPORTED_PAGESETS,
     };

@@ -10,7 +10,7 @@ use crate::heap::heap::{HEAP_ABANDONED, HEAP_ACTIVE};
 use crate::heap::HeapRegistry;
 use crate::large::huge::{HugeBlocks, HugeUsage};
 use crate::page_alloc::pcp::{depot::DepotCounters, tune::PcpState, PcpCounters};
-use crate::page_alloc::zone::ZoneSnapshot;
+use crate::page_alloc::zone::snapshot::ZoneSnapshot;
 use crate::page_alloc::PageAllocator;
 use crate::section;
 use crate::settings::SETTINGS;

@@ -42,6 +42,7 @@ mod exact;
 mod fallback;
 mod grow;
 mod release;
+pub(crate) mod snapshot;
 mod thp;
 pub(crate) mod watermark;
 
@@ -53,10 +54,9 @@ pub use buddy::{ZoneCounters, ZoneInner};
 pub use budget::{Budget, NO_LIMIT};
 pub use config::{ThpPolicy, ZoneConfig, DEFAULT_DIRTY_RATIO};
 pub use fallback::StealRules;
-use watermark::{PcpParams, WMARK_HIGH, WMARK_LOW, WMARK_MIN};
+use watermark::{PcpParams, WMARK_HIGH, WMARK_LOW};
 
-use crate::geometry::NR_PAGE_ORDERS;
-use crate::page::{MigrateType, Page, PageKind, PageList, MIGRATE_TYPES};
+use crate::page::{MigrateType, Page, PageKind, PageList};
 use crate::section::{self, page_addr, SectionHeader};
 use crate::sync::{ForkGate, Guard, Locked};
 
@@ -439,65 +439,6 @@ impl Zone {
         self.epoch.load(Relaxed)
     }
 
-    /// A consistent copy of the zone's state and counters.
-    pub fn snapshot(&self) -> ZoneSnapshot {
-        let g = self.lock();
-        let z = &*g.inner;
-        let mut free_per_order = [[0usize; MIGRATE_TYPES]; NR_PAGE_ORDERS];
-        for (o, row) in free_per_order.iter_mut().enumerate() {
-            for (mt, n) in row.iter_mut().enumerate() {
-                *n = z.free_area[o][mt].len();
-            }
-        }
-        let lock = self.lock_stats();
-        ZoneSnapshot {
-            managed: z.managed,
-            free: z.free,
-            clean_free: z.clean_free,
-            isolated: z.isolated,
-            nr_free: z.nr_free,
-            free_per_order,
-            wmark: [
-                self.wmark(WMARK_MIN),
-                self.wmark(WMARK_LOW),
-                self.wmark(WMARK_HIGH),
-            ],
-            below_high: self.below_high(),
-            pcp: self.pcp_params(),
-            memory_limit: if self.budget.has_limit() {
-                self.budget.limit()
-            } else {
-                0
-            },
-            budget_used: self.budget.used(),
-            budget_peak: self.budget.peak(),
-            charged: z.charged,
-            counters: z.c,
-            lock_acquisitions: lock.acquisitions.load(Relaxed),
-            lock_contended: lock.contended.load(Relaxed),
-            lock_wait_ns: lock.wait_ns.load(Relaxed),
-        }
-    }
-
-    /// Bytes of the zone's memory resident now, as the OS counts them
-    /// (mincore): its online blocks and its sections' descriptor blocks.
-    /// Taken without the zone lock: a block going online or offline
-    /// meanwhile may or may not be counted.
-    pub fn resident_bytes(&self) -> usize {
-        let mut pages = 0;
-        section::for_each(self.tag(), |h| {
-            pages +=
-                crate::sys::resident_pages(h as *const u8, crate::geometry::SECTION_META_BYTES);
-            // SAFETY: h is a live header of this zone.
-            let bits = unsafe { section::online_bits(h) };
-            for a in section::online_block_addrs(h as usize, bits) {
-                pages +=
-                    crate::sys::resident_pages(a as *const u8, crate::geometry::MAX_ORDER_BYTES);
-            }
-        });
-        pages << crate::geometry::PAGE_SHIFT
-    }
-
     /// Unmaps every section of this zone.
     ///
     /// # Safety
@@ -662,44 +603,4 @@ pub enum Shrink {
     /// Those already given back to the OS and free for at least this many
     /// ticks, while more than the high watermark stays free (the tick).
     Idle(u32),
-}
-
-/// A copy of a zone's state (see [`Zone::snapshot`]).
-#[derive(Clone, Copy, Debug)]
-pub struct ZoneSnapshot {
-    /// Pages committed to the zone.
-    pub managed: usize,
-    /// Pages on the buddy lists.
-    pub free: usize,
-    /// Free pages not resident (fresh or released).
-    pub clean_free: usize,
-    /// Free pages isolated off the lists (a release under way).
-    pub isolated: usize,
-    /// Free blocks per order.
-    pub nr_free: [usize; NR_PAGE_ORDERS],
-    /// Free blocks per order and migratetype.
-    pub free_per_order: [[usize; MIGRATE_TYPES]; NR_PAGE_ORDERS],
-    /// min/low/high watermarks.
-    pub wmark: [usize; 3],
-    /// ZONE_BELOW_HIGH.
-    pub below_high: bool,
-    /// Pageset batch and high bounds.
-    pub pcp: PcpParams,
-    /// The memory limit in bytes (0 when none is set).
-    pub memory_limit: usize,
-    /// Bytes charged to the budget (zone pages and descriptors, huge
-    /// blocks).
-    pub budget_used: usize,
-    /// The most bytes ever charged at once.
-    pub budget_peak: usize,
-    /// Zone pages charged (handed out since last given back to the OS).
-    pub charged: usize,
-    /// Event counters.
-    pub counters: ZoneCounters,
-    /// Zone lock acquisitions.
-    pub lock_acquisitions: u64,
-    /// Zone lock acquisitions that had to wait.
-    pub lock_contended: u64,
-    /// Nanoseconds spent waiting for the zone lock.
-    pub lock_wait_ns: u64,
 }
