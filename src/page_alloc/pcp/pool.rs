@@ -508,8 +508,15 @@ impl PagesetPool {
             // anew: 305 k faults in the storm, against 208 k), and the
             // zone's give-back that follows counts them as a cache
             // (`large_pages`).
-            let home = self.cpu_pageset(sys::current_cpu());
-            let Some(mut g) = self.lock_cpu_set_briefly(home) else {
+            // Under rseq "this CPU" is the critical section's index (the
+            // mm_cid where the kernel has it, not sched_getcpu's number):
+            // its pageset is taken by the section, without a fence.
+            let g = if self.rseq.load(Ordering::Relaxed) {
+                self.enter_cpu_rseq().1
+            } else {
+                self.lock_cpu_set_briefly(self.cpu_pageset(sys::current_cpu()))
+            };
+            let Some(mut g) = g else {
                 return;
             };
             self.depot.move_all(|list, class| {
