@@ -24,6 +24,7 @@ mod class_lists_resident;
 pub(crate) mod depot;
 pub(crate) mod pageset;
 mod pageset_class_lists;
+mod pageset_lock;
 pub(crate) mod pool;
 pub(crate) mod tune;
 pub(crate) mod tuner;
