@@ -11,7 +11,7 @@
 //! its owner too (`emptied.rs`).
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
 use crate::meta;
 use crate::page_alloc::Pages;
@@ -26,6 +26,9 @@ pub struct HeapRegistry {
     all: AtomicPtr<Heap>,
     /// Heaps of exited threads, through `next_abandoned`.
     abandoned: Locked<usize>,
+    /// How many heaps are abandoned (on the list, or off it for a sweep);
+    /// written under the list's lock.
+    abandoned_count: AtomicUsize,
     /// Bytes of large blocks freed by threads without a heap (rare: during
     /// a thread's exit), which no heap's counters see.
     large_freed_elsewhere: AtomicU64,
@@ -51,6 +54,7 @@ impl HeapRegistry {
         HeapRegistry {
             all: AtomicPtr::new(ptr::null_mut()),
             abandoned: Locked::new(0),
+            abandoned_count: AtomicUsize::new(0),
             large_freed_elsewhere: AtomicU64::new(0),
             large_allocated_elsewhere: AtomicU64::new(0),
         }
@@ -105,6 +109,8 @@ impl HeapRegistry {
                 // SAFETY: heaps on the abandoned list are ours to take; the
                 // link is guarded by the lock we hold.
                 *a = unsafe { *(*h).next_abandoned.get() } as usize;
+                self.abandoned_count
+                    .store(self.abandoned_count.load(Relaxed) - 1, Relaxed);
                 h
             }
         };
@@ -150,6 +156,13 @@ impl HeapRegistry {
             *(*h).next_abandoned.get() = *a as *mut Heap;
         }
         *a = h as usize;
+        self.abandoned_count
+            .store(self.abandoned_count.load(Relaxed) + 1, Relaxed);
+    }
+
+    /// How many heaps are abandoned now (a racy hint).
+    pub fn abandoned_count(&self) -> usize {
+        self.abandoned_count.load(Relaxed)
     }
 
     /// Calls `f` on every heap ever created.

@@ -165,6 +165,42 @@ impl Owned<'_> {
         l.lifetimes.decay();
     }
 
+    /// Gives back parked slabs until at most `limit` bytes stay parked
+    /// (all of them with 0, as [`release_parked_owned`](Self::release_parked_owned)).
+    pub(super) fn release_parked_down_to(&mut self, limit: usize, pages: &Pages<'_>) {
+        if limit == 0 {
+            return self.release_parked_owned(pages);
+        }
+        while self.heap.parked.bytes() > limit {
+            let s = self.heap.parked.take();
+            if s.is_null() {
+                break;
+            }
+            // SAFETY: a parked slab: empty, of this heap, off every list.
+            unsafe { self.retire(s, pages) };
+        }
+    }
+
+    /// Parks the empty slab `s` if at most `limit` bytes are then parked,
+    /// else gives it back (`limit` 0: always back).
+    ///
+    /// # Safety
+    /// As [`retire`](Self::retire).
+    pub(super) unsafe fn park_within_or_retire(
+        &mut self,
+        s: *mut Slab,
+        limit: usize,
+        pages: &Pages<'_>,
+    ) {
+        // SAFETY: forwarded contract (an empty slab of this heap, on no
+        // list and not current).
+        unsafe {
+            if limit == 0 || !self.heap.parked.park(s, limit) {
+                self.retire(s, pages);
+            }
+        }
+    }
+
     /// Gives every parked slab back, waiting for the parking lock.
     pub(super) fn release_parked_owned(&mut self, pages: &Pages<'_>) {
         let mut s = self.heap.parked.take_all(true);

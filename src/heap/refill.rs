@@ -327,6 +327,13 @@ impl Owned<'_> {
     /// many slabs went back. (A slab a remote free queued meanwhile stays,
     /// for the next look at the emptied stack.)
     pub fn collect(&mut self, pages: &Pages<'_>) -> usize {
+        self.collect_parking(pages, 0)
+    }
+
+    /// [`collect`](Self::collect), but up to `park_limit` bytes of the
+    /// empty slabs stay parked (`parked.rs`) for the thread that adopts
+    /// this heap: a thread's exit (`runtime/thread.rs` says when).
+    pub fn collect_parking(&mut self, pages: &Pages<'_>, park_limit: usize) -> usize {
         self.flush_remote();
         let heap = self.heap;
         // SAFETY: the owner, without a guard yet.
@@ -337,7 +344,7 @@ impl Owned<'_> {
         unsafe { heap.block_bins.drain(pages) };
         self.take_emptied(&mut g, pages);
         self.process_delayed(&mut g, pages);
-        self.release_parked_owned(pages);
+        self.release_parked_down_to(park_limit, pages);
         // SAFETY: every slab reached is owned by this heap.
         unsafe {
             for class in 0..NR_CLASSES {
@@ -346,7 +353,7 @@ impl Owned<'_> {
                     self.note_collected(cur, remote_list::collect_thread_free(cur));
                     if slab::used(cur) == 0 && !remote_list::is_queued(cur) {
                         g.lists().current[class] = empty_slab();
-                        self.retire(cur, pages);
+                        self.park_within_or_retire(cur, park_limit, pages);
                     }
                 }
                 let mut s = g.lists().partial[class].first();
@@ -355,7 +362,7 @@ impl Owned<'_> {
                     self.note_collected(s, remote_list::collect_thread_free(s));
                     if slab::used(s) == 0 && !remote_list::is_queued(s) {
                         g.lists().partial[class].remove(s);
-                        self.retire(s, pages);
+                        self.park_within_or_retire(s, park_limit, pages);
                     }
                     s = next;
                 }
