@@ -79,10 +79,10 @@ impl Heap {
     /// zone (`large::alloc`). The heap goes down on its own; null when
     /// out of memory. With it, whether the allocation should count as a
     /// slow path's call for the tick: a request of the bins' sizes counts
-    /// by its bytes, as their hits do — where threads trade blocks their
-    /// misses are common (the page band: one request in 15-30), and a
-    /// call each wrote the tick's counter, which every thread shares; any
-    /// other request counts every time.
+    /// by its bytes, as their hits do — where threads trade blocks of
+    /// spread sizes, misses are common, and a call each wrote the tick's
+    /// counter, which every thread shares; any other request counts every
+    /// time.
     ///
     /// # Safety
     /// The calling thread owns this heap (not the empty heap); `size` and
