@@ -66,9 +66,15 @@ const _: () = assert!(BIN_MAX_BYTES == SMALL_CLASS_PAGES * PAGE_SIZE);
 /// `high`'s floor, in pages (256 KiB): what a thread keeps before its
 /// bins show they need more (misses after spills for lack of room).
 pub const BINS_HIGH_MIN: usize = 64;
-/// `high`'s ceiling, in pages (4 MiB, what one tcmalloc thread cache may
-/// hold).
-pub const BINS_HIGH_MAX: usize = 1024;
+/// `high`'s ceiling, in pages (8 MiB). A thread whose block sizes spread
+/// over the classes needs a few blocks of each to hit: one of every class
+/// is 1.6 MiB, and at 4 MiB (tcmalloc's thread cache) the page band's
+/// random 8–256 KiB blocks missed on 3-8% of their requests and spilled
+/// 3.1-7.4 M pages per 2 M operations (to 0.6-1.1% and 0.3-0.5 M pages at
+/// 8 MiB, the peak no higher: what the bins do not hold, the pagesets
+/// do). Only a thread that misses after spills grows this far, and an
+/// idle one decays back.
+pub const BINS_HIGH_MAX: usize = 2048;
 /// A request may take a binned block up to this many classes larger
 /// (under a half more), as from the pageset's lists.
 pub(crate) const STEP_UP: usize = 2;
@@ -149,6 +155,10 @@ struct State {
     /// Under those knobs an allocation halves free_count (the default
     /// FREE_COUNT with `halve`): the fast path's one test.
     halve: bool,
+    /// Whether a spill in the owner's [`BlockBins::put`] under way sent
+    /// pages on to the zone (the pageset's list drained), where only a
+    /// tick or a give-back finds them: `put`'s answer.
+    reached_zone: bool,
 }
 
 /// A heap's large bins. See the module docs.
@@ -188,6 +198,7 @@ impl BlockBins {
                 k: Knobs::DEFAULT,
                 free_high_at: 2 * BINS_HIGH_MIN as i32,
                 halve: true,
+                reached_zone: false,
             }),
             c: BinCounters::new(),
             held: AtomicUsize::new(0),
@@ -378,7 +389,11 @@ impl BlockBins {
 
     /// Bins large block `b` of `class` (`class < BIN_CLASSES`), freed by
     /// the owner: it becomes `Cached`. Spills to `pages` first when the
-    /// bin is full or the bins would pass `high`; returns whether it did.
+    /// bin is full or the bins would pass `high`. Returns whether pages
+    /// went on to the zone — a spill the pageset's list did not keep —
+    /// where only the tick or a give-back finds them: a spill the pageset
+    /// keeps is memory any CPU's next miss reuses, as a free to the
+    /// pageset is (`large::free`).
     ///
     /// # Safety
     /// The calling thread owns the heap these bins belong to; `b` is a
@@ -396,6 +411,7 @@ impl BlockBins {
         // SAFETY: forwarded contract.
         unsafe {
             self.owner(|st| {
+                st.reached_zone = false;
                 let k = self.knobs_after_tick(st, epoch, &pages());
                 let np = class_pages(class);
                 st.t.on_free(np as i32, &BINS_PARAMS, &k);
@@ -408,7 +424,7 @@ impl BlockBins {
                 }
                 self.push(st, b, class, np);
                 st.set_free_high_at(&k);
-                spill
+                st.reached_zone
             })
         }
     }
@@ -683,7 +699,7 @@ impl State {
             }
         }
         // SAFETY: as above: the blocks are ours, of kind None, of `class`.
-        unsafe { pages.free_large_many(&heads[..k], class) };
+        self.reached_zone |= unsafe { pages.free_large_many(&heads[..k], class) };
         self.slots[class].copy_within(k..n, 0);
         self.len[class] = (n - k) as u8;
         self.count -= k * np;

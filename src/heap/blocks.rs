@@ -34,19 +34,41 @@ impl Heap {
         epoch: u32,
         pages: impl Fn() -> Pages<'p>,
     ) -> *mut u8 {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.alloc_from_bins_counted(size, align, zero, epoch, pages)
+                .0
+        }
+    }
+
+    /// [`alloc_from_bins`](Self::alloc_from_bins), and whether the block
+    /// should count for the tick (its bytes passed a multiple of the
+    /// step: [`note_large_allocated_tick_due`](Self::note_large_allocated_tick_due)).
+    ///
+    /// # Safety
+    /// As `alloc_from_bins`.
+    #[inline(always)]
+    unsafe fn alloc_from_bins_counted<'p>(
+        &self,
+        size: usize,
+        align: usize,
+        zero: bool,
+        epoch: u32,
+        pages: impl Fn() -> Pages<'p>,
+    ) -> (*mut u8, bool) {
         debug_assert!(!self.is_empty_heap());
         if size > BIN_MAX_BYTES || align > PAGE_SIZE {
-            return ptr::null_mut();
+            return (ptr::null_mut(), false);
         }
         let class = class_of_small(size.div_ceil(PAGE_SIZE));
         // SAFETY: forwarded contract.
         unsafe {
             let (head, class) = self.block_bins.take(class, epoch, pages);
             if head.is_null() {
-                return ptr::null_mut();
+                return (ptr::null_mut(), false);
             }
-            self.note_large_allocated(class_pages(class) * PAGE_SIZE);
-            large::make_of_class(head, class, size, zero)
+            let tick = self.note_large_allocated_tick_due(class_pages(class) * PAGE_SIZE);
+            (large::make_of_class(head, class, size, zero), tick)
         }
     }
 
@@ -55,7 +77,12 @@ impl Heap {
     /// through its heap, not past its exit or while tracing), then the
     /// pages it is handed — the pageset's class list, another CPU's, the
     /// zone (`large::alloc`). The heap goes down on its own; null when
-    /// out of memory.
+    /// out of memory. With it, whether the allocation should count as a
+    /// slow path's call for the tick: a request of the bins' sizes counts
+    /// by its bytes, as their hits do — where threads trade blocks of
+    /// spread sizes, misses are common, and a call each wrote the tick's
+    /// counter, which every thread shares; any other request counts every
+    /// time.
     ///
     /// # Safety
     /// The calling thread owns this heap (not the empty heap); `size` and
@@ -69,21 +96,27 @@ impl Heap {
         binned: bool,
         epoch: u32,
         pages: &Pages<'_>,
-    ) -> *mut u8 {
+    ) -> (*mut u8, bool) {
         // SAFETY: forwarded contract.
         unsafe {
             if binned {
-                let p = self.alloc_from_bins(size, align, zero, epoch, || *pages);
+                let (p, tick) = self.alloc_from_bins_counted(size, align, zero, epoch, || *pages);
                 if !p.is_null() {
-                    return p;
+                    return (p, tick);
                 }
             }
             let p = large::alloc(pages, size, align, zero);
+            let mut tick = true;
             if !p.is_null() {
                 let b = crate::section::desc_of(p as usize).cast::<LargeBlock>();
-                self.note_large_allocated(large::usable_size(b));
+                let bytes = large::usable_size(b);
+                if binned && size <= BIN_MAX_BYTES && align <= PAGE_SIZE {
+                    tick = self.note_large_allocated_tick_due(bytes);
+                } else {
+                    self.note_large_allocated(bytes);
+                }
             }
-            p
+            (p, tick)
         }
     }
 
@@ -136,8 +169,9 @@ impl Heap {
     /// free's way into the owner's large bins for `b`, a checked live
     /// large or huge block: `None` when its class has no bin (a huge block
     /// and a block aligned beyond a page are tagged 0, no class) and the
-    /// caller frees it to the pages; else whether the bins spilled to the
-    /// pages to make room (memory the zone may now give back).
+    /// caller frees it to the pages; else whether the bins' spill to make
+    /// room sent pages on to the zone (memory a give-back may now find:
+    /// [`BlockBins::put`](super::block_bins::BlockBins::put)).
     ///
     /// # Safety
     /// The calling thread owns this heap (not the empty heap) and frees

@@ -167,8 +167,10 @@ impl Caller {
 pub(crate) unsafe fn checked_block(p: *mut u8, d: *mut Page, who: Caller) -> *mut LargeBlock {
     // SAFETY: descriptors of our sections are always readable.
     let kind = PageKind::from_u8(unsafe { (*d).kind.load(Acquire) });
+    // `d` describes p's page, so p starts it when p is page-aligned (a
+    // test of p alone: no address made from the descriptor's).
     match kind {
-        PageKind::Large if p as usize == page_addr(d) => d.cast(),
+        PageKind::Large if (p as usize).is_multiple_of(PAGE_SIZE) => d.cast(),
         PageKind::Large => alert::fatal(
             match who {
                 Caller::Free => "free(): invalid pointer (inside a block)",

@@ -422,12 +422,21 @@ fn alloc_big_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         // SAFETY: h is this thread's heap.
         unsafe {
-            tick::on_slow_path();
             let pages = pages_of(&*h);
             collect_if_asked(h, &pages);
-            reclaim::or_reclaim(h, size.saturating_add(align), true, || {
-                (*h).alloc_block(size, align, zero, binned, PAGES.zone.epoch(), &pages)
-            })
+            let mut tick_due = true;
+            let p = reclaim::or_reclaim(h, size.saturating_add(align), true, || {
+                let (p, due) =
+                    (*h).alloc_block(size, align, zero, binned, PAGES.zone.epoch(), &pages);
+                tick_due = due;
+                p
+            });
+            // The tick after the block, not before: a due tick's work
+            // does not delay it.
+            if tick_due || p.is_null() {
+                tick::on_slow_path();
+            }
+            p
         }
     };
     if record::tracing() && !p.is_null() {
@@ -564,9 +573,10 @@ unsafe fn free_block_slow(p: *mut u8, b: *mut LargeBlock) {
         let h = tls::heap();
         if !(*h).is_empty_heap() {
             match (*h).free_to_bins(b, PAGES.zone.epoch(), || pages_of(&*h)) {
-                // The bins spilled to the pages: as any free that leaves
-                // memory there, it may start the background thread or run
-                // a due tick.
+                // The bins' spill went on to the zone: as any free that
+                // leaves memory there, it may start the background thread
+                // or run a due tick (a spill the pageset kept does not
+                // wait there: the next miss on any CPU reuses it).
                 Some(true) => return tick::memory_waiting(),
                 Some(false) => return,
                 None => {}
