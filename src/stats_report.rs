@@ -219,6 +219,9 @@ pub struct Stats {
     pub slabs_short_lived: u64,
     /// Objects freed by other threads and collected by their owner.
     pub remote_frees: u64,
+    /// Small-object allocation slow paths taken while the heap profile
+    /// sampled.
+    pub profile_slow_paths: u64,
     /// The thread heaps' block bins (`large_bins`, the report's `large_bin_*`, keep the name they were published with): misses, hits, frees, pages
     /// spilled, free_high spills, and the pages they hold.
     pub block_bins: [u64; 6],
@@ -343,6 +346,7 @@ impl Stats {
             slabs_retired: 0,
             slabs_short_lived: 0,
             remote_frees: 0,
+            profile_slow_paths: 0,
             block_bins: [0; 6],
             huge: HugeUsage::default(),
             reclaim: ReclaimCounters::default(),
@@ -443,6 +447,7 @@ impl Stats {
         self.slabs_retired = 0;
         self.slabs_short_lived = 0;
         self.remote_frees = 0;
+        self.profile_slow_paths = 0;
         self.block_bins = [0; 6];
         parts.heaps.for_each(|h| {
             self.heaps[0] += 1;
@@ -455,6 +460,7 @@ impl Stats {
             self.slabs_retired += h.slabs_retired.load(Relaxed);
             self.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
             self.remote_frees += h.remote_collected.load(Relaxed);
+            self.profile_slow_paths += h.profile_slow_paths.load(Relaxed);
             let b = &h.block_bins;
             for (sum, c) in self.block_bins.iter_mut().zip([
                 &b.c.misses,
@@ -675,6 +681,7 @@ impl Stats {
             "slabs_live" => self.slabs_created - self.slabs_retired,
             "slabs_short_lived" => self.slabs_short_lived,
             "remote_frees" => self.remote_frees,
+            "profile_slow_paths" => self.profile_slow_paths,
             "large_bin_allocs" => self.block_bins[0] + self.block_bins[1],
             "large_bin_hits" => self.block_bins[1],
             "large_bin_frees" => self.block_bins[2],
