@@ -51,6 +51,10 @@
 //! so a bin hands out exactly the objects its last refill or
 //! [`set_credit`](Bins::set_credit) allowed, however many were freed onto
 //! it meanwhile, and the slow path sees the allocation a sample falls on.
+//! Credit is never more than the objects on the bin, so a bin that holds
+//! few would send the allocations to the slow path nearly one by one; the
+//! slow path refills such a bin on top of what it holds
+//! ([`low`](Bins::low)).
 //!
 //! Invariant: `limit - room` is the length, and the list holds exactly
 //! that many objects, with `room` in `-ROOM_BIAS ..= limit` (so the biased
@@ -230,6 +234,19 @@ fn state_of(limit: u32, n: u32, credit: u32, pushes: u64) -> u64 {
         | (u64::from(limit.wrapping_sub(n)) & FIELD_MASK)
 }
 
+/// Below how many objects a bin whose `limit` field is `limit` (its limit
+/// plus [`ROOM_BIAS`]) is refilled on top of what it holds rather than
+/// given credit for them, when the heap profile's countdown allows more
+/// ([`Bins::low`]): a quarter of its limit.
+#[inline(always)]
+fn top_up_below(limit: u32) -> u32 {
+    ((limit - ROOM_BIAS as u32) / 4).min(TOP_UP_MAX)
+}
+
+/// The most objects a bin is topped up on, which [`Bins::put_back`]
+/// walks.
+const TOP_UP_MAX: u32 = 16;
+
 /// The limit of each class's bin.
 pub(crate) static BIN_LIMIT: [u32; NR_CLASSES] = build_limits();
 
@@ -314,7 +331,8 @@ impl Bins {
 
     /// Gives the bin of `class`, out of credit, credit for its objects up
     /// to `*allow` (which it takes them from) and pops one; null for an
-    /// empty bin or no allowance (nothing changed then).
+    /// empty bin, no allowance, or a bin [`low`](Self::low) for it
+    /// (nothing changed then).
     ///
     /// # Safety
     /// `class < NR_CLASSES` (unchecked: the slow path's index, a class's).
@@ -333,7 +351,7 @@ impl Bins {
         let s = unsafe { (*b).state.load(Relaxed) };
         let n = length_in(s, limit);
         let g = n.min(*allow);
-        if g == 0 {
+        if g == 0 || (g < *allow && g < top_up_below(limit)) {
             return core::ptr::null_mut();
         }
         debug_assert_eq!(credit_in(s), 0);
@@ -353,6 +371,21 @@ impl Bins {
             );
             p
         }
+    }
+
+    /// Whether the bin of `class`, out of credit, holds too few objects
+    /// to give credit for `allow` pops: fewer than `allow` and than a
+    /// quarter of its limit. While pushes give no credit, a bin that
+    /// holds a few objects — a program that frees one and allocates one
+    /// in turn keeps it at one — would otherwise send every allocation or
+    /// so to the slow path for credit; the slow path refills such a bin on
+    /// top of what it holds instead ([`set_aside`](Self::set_aside), the
+    /// refill, [`put_back`](Self::put_back)), after which it gives credit
+    /// for that many pops at a time.
+    #[inline]
+    pub fn low(&self, class: usize, allow: u32) -> bool {
+        let n = self.count(class);
+        n < allow && n < top_up_below(self.limit[class])
     }
 
     /// The bin of `class` ran out of credit: if objects are on it still
@@ -512,6 +545,49 @@ impl Bins {
         let r = &self.bins[class].state;
         r.store(
             state_of(self.limit[class], n, n, r.load(Relaxed) >> PUSHES_SHIFT),
+            Relaxed,
+        );
+    }
+
+    /// Takes every object off the bin of `class` and returns the list and
+    /// its length, which the caller now owns until it gives them back with
+    /// [`put_back`](Self::put_back); the pushes are kept (the objects are
+    /// still the heap's, set aside while the empty bin refills).
+    pub fn set_aside(&mut self, class: usize) -> (*mut u8, u32) {
+        let n = self.count(class);
+        self.remove(class, n);
+        let all = core::mem::replace(&mut self.bins[class].head, core::ptr::null_mut());
+        (all, n)
+    }
+
+    /// Puts back on the bin of `class`, in front of what is on it, the
+    /// list of `n` objects [`set_aside`](Self::set_aside) took; they come
+    /// with no pop credit.
+    ///
+    /// # Safety
+    /// `head` and `n` are what `set_aside` returned for this class, and
+    /// the bin has room for `n` more (its length stays within the fields:
+    /// `n` and its length now are each at most a refill's worth or
+    /// [`BIN_MAX`]).
+    pub unsafe fn put_back(&mut self, class: usize, head: *mut u8, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let mut last = head;
+        // SAFETY: the list holds n ≥ 1 objects (contract).
+        unsafe {
+            for _ in 1..n {
+                last = FreeObject::at(last).next();
+            }
+            FreeObject::at(last).set_next(self.bins[class].head);
+        }
+        self.bins[class].head = head;
+        let r = &self.bins[class].state;
+        let s = r.load(Relaxed);
+        let limit = self.limit[class];
+        let len = length_in(s, limit) + n;
+        r.store(
+            state_of(limit, len, credit_in(s), s >> PUSHES_SHIFT),
             Relaxed,
         );
     }

@@ -167,6 +167,10 @@ pub struct Heap {
     pub slabs_short_lived: AtomicU64,
     /// Objects freed by other threads and collected here.
     pub remote_collected: AtomicU64,
+    /// Small-object allocation slow paths taken while the heap profile
+    /// sampled (`runtime/sampled.rs`): a bin out of pop credit, a sample,
+    /// or a refill. Written by the owner alone.
+    pub profile_slow_paths: AtomicU64,
     /// Bytes of objects taken off this heap's slabs (onto its bins), and
     /// objects of each class put back on them — counted as objects, so the
     /// free that finds its bin full adds one to a word it indexes already
@@ -252,6 +256,7 @@ impl Heap {
             slabs_retired: AtomicU64::new(0),
             slabs_short_lived: AtomicU64::new(0),
             remote_collected: AtomicU64::new(0),
+            profile_slow_paths: AtomicU64::new(0),
             small_taken: AtomicU64::new(0),
             returned_objects: [const { AtomicU64::new(0) }; NR_CLASSES],
             remote_freed_objects: [const { AtomicU64::new(0) }; NR_CLASSES],

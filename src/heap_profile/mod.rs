@@ -158,7 +158,8 @@ pub struct Summary {
 
 /// A snapshot of the profile's totals.
 pub(crate) fn summary() -> Summary {
-    let t = TABLE.lock();
+    let mut t = TABLE.lock();
+    t.settle();
     Summary {
         samples: t.samples,
         live_samples: t.live_samples,
@@ -179,6 +180,7 @@ pub(crate) fn add_sample(
     mean: u64,
 ) -> (*mut Record, bool) {
     let mut t = TABLE.lock();
+    t.settle();
     let r = t.add(frames, bytes, objects);
     let mut peak = false;
     if at_peaks() && t.live_bytes >= 4 * mean && t.live_bytes > t.peak_dumped + t.peak_dumped / 8 {
@@ -188,19 +190,22 @@ pub(crate) fn add_sample(
     (r, peak)
 }
 
-/// The block of record `r` was freed.
+/// The block of record `r` was freed: its weight leaves the live counts
+/// when the table's lock is next taken (a free takes no lock:
+/// `table::defer_remove`).
 ///
 /// # Safety
 /// `r` is a live record [`add_sample`] returned, not removed since.
 pub(crate) unsafe fn remove_sample(r: *mut Record) {
     // SAFETY: forwarded contract.
-    unsafe { TABLE.lock().remove(r) }
+    unsafe { table::defer_remove(r) }
 }
 
 /// Writes the profile to `fd` (see `dump.rs`); true if every write
 /// succeeded.
 pub(crate) fn write_to(fd: i32, comment: &[u8], time_ns: u64) -> bool {
-    let t = TABLE.lock();
+    let mut t = TABLE.lock();
+    t.settle();
     let h = dump::Header {
         mean: MEAN.load(Relaxed).max(1),
         time_ns,

@@ -11,12 +11,22 @@
 //! its stack and the exact weight its sample added. Freed records are
 //! kept on a free list for the next samples.
 //!
+//! A sampled block's free takes no lock: its record goes on a stack of
+//! freed records ([`FREED`], one compare-and-swap), which whoever takes
+//! the lock next — a sample, a dump, a summary — empties first, taking
+//! each record's weight out of the live counts. So the lock is taken once
+//! a sample, not twice, and never by a free: with more threads than CPUs,
+//! a free that found it held by a preempted sampler slept until that
+//! thread ran again (a producer and its consumer on two CPUs passing
+//! blocks of 8–32 KiB: 180 such waits a second).
+//!
 //! Invariants: each stack's `live_*` counters are the sums of its live
 //! records'; the table's totals are the sums over its stacks; `count`
 //! stacks are linked from `first` and sit in the slots (the overflow stack
 //! on the list only).
 
 use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering::*};
 
 use crate::meta;
 use crate::sync::Locked;
@@ -115,6 +125,29 @@ pub static TABLE: Locked<Table> = Locked::new(Table {
     overflowed: 0,
 });
 
+/// Records of sampled blocks freed since the lock was last taken, linked
+/// through `next_free`; pushed without the lock ([`defer_remove`]), taken
+/// all at once under it ([`Table::settle`]).
+static FREED: AtomicPtr<Record> = AtomicPtr::new(ptr::null_mut());
+
+/// The block of live record `r` was freed: its weight leaves the live
+/// counts the next time the table's lock is taken.
+///
+/// # Safety
+/// `r` is a live record [`Table::add`] returned, not removed since.
+pub(crate) unsafe fn defer_remove(r: *mut Record) {
+    let mut head = FREED.load(Relaxed);
+    loop {
+        // SAFETY: the record is ours until the push below publishes it
+        // (contract).
+        unsafe { (*r).next_free = head };
+        match FREED.compare_exchange_weak(head, r, Release, Relaxed) {
+            Ok(_) => return,
+            Err(h) => head = h,
+        }
+    }
+}
+
 /// FNV-1a over the frames' bytes, folded per word.
 fn hash(frames: &[usize]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -163,6 +196,26 @@ impl Table {
         self.live_bytes += bytes;
         self.peak_bytes = self.peak_bytes.max(self.live_bytes);
         r
+    }
+
+    /// Takes the weight of every record freed since the lock was last
+    /// taken ([`defer_remove`]) out of the live counts. Every holder of
+    /// the lock calls it first, so the counts it reads or changes are
+    /// those of now.
+    pub(crate) fn settle(&mut self) {
+        if FREED.load(Relaxed).is_null() {
+            return;
+        }
+        let mut r = FREED.swap(ptr::null_mut(), Acquire);
+        while !r.is_null() {
+            // SAFETY: records on FREED are live records whose blocks were
+            // freed, each pushed once; the swap made them ours.
+            unsafe {
+                let next = (*r).next_free;
+                self.remove(r);
+                r = next;
+            }
+        }
     }
 
     /// The sampled block of record `r` was freed: its weight leaves the

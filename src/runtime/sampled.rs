@@ -27,6 +27,7 @@ use crate::heap_profile::{self as profile, unwind, Record};
 use crate::large::{self, Caller};
 use crate::page::{flags, LargeBlock};
 use crate::slab::classes::{CLASS_SIZE, NR_CLASSES};
+use crate::sync::bump;
 use crate::sys;
 use crate::util::buf::FixedBuf;
 
@@ -47,6 +48,10 @@ enum Small {
     Sample,
     /// The bin is empty: the plain slow path refills it.
     Refill,
+    /// The bin holds too few objects for the countdown (`Bins::low`):
+    /// they are set aside, the plain slow path refills the bin, and they
+    /// go back on it.
+    TopUp,
     /// Inside a sample (the unwinder allocates): not counted.
     Busy,
 }
@@ -70,6 +75,7 @@ pub(crate) unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
         if !(*Heap::sampler(h)).ready(profile::generation()) {
             return core::ptr::null_mut();
         }
+        bump(&(*h).profile_slow_paths, 1);
         let mut o = (*h).owned();
         let l = o.local();
         // Null when the countdown is out (a sample is due) or the bin
@@ -114,6 +120,8 @@ pub(crate) unsafe fn alloc_small(
             let n = l.bins.count(class);
             if l.profile.small_due(class) {
                 Small::Sample
+            } else if n > 0 && l.bins.low(class, *l.profile.small_countdown(class)) {
+                Small::TopUp
             } else if n > 0 {
                 // The credit is spent, with objects on the bin still.
                 let g = l.profile.grant_small(class, n);
@@ -130,15 +138,32 @@ pub(crate) unsafe fn alloc_small(
         Small::Refill => {
             let p = plain();
             if !p.is_null() {
-                // SAFETY: as above; `plain` popped p off this class's bin.
-                unsafe {
-                    let mut o = (*h).owned();
-                    let l = o.local();
-                    l.profile.count_small(class, 1);
-                    let g = l.profile.grant_small(class, l.bins.credit(class));
+                // SAFETY: as above.
+                unsafe { refilled(h, class) };
+            }
+            p
+        }
+        Small::TopUp => {
+            // SAFETY: as above; each handle lives for one statement.
+            let (list, n) = unsafe { (*h).owned().local().bins.set_aside(class) };
+            let p = plain();
+            // SAFETY: as above; the list goes back on the bin it came
+            // from, which refilled (a slab's worth at most) or, out of
+            // memory, is empty.
+            unsafe {
+                let mut o = (*h).owned();
+                let l = o.local();
+                l.bins.put_back(class, list, n);
+                if p.is_null() {
+                    // Out of memory: the objects set aside serve (the
+                    // countdown allows more than their number).
+                    let g = l.profile.grant_small(class, n);
                     l.bins.set_credit(class, g);
+                    return l.bins.pop(class);
                 }
             }
+            // SAFETY: as above.
+            unsafe { refilled(h, class) };
             p
         }
         Small::Sample => {
@@ -159,6 +184,23 @@ pub(crate) unsafe fn alloc_small(
             unsafe { record(h, p, weight, rate.mean) };
             p
         }
+    }
+}
+
+/// `plain` refilled the bin of `class` of heap `h` and popped an object
+/// off it: it counts against the countdown, and the bin may hand out what
+/// the countdown allows.
+///
+/// # Safety
+/// `h` is the calling thread's heap.
+unsafe fn refilled(h: *mut Heap, class: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let mut o = (*h).owned();
+        let l = o.local();
+        l.profile.count_small(class, 1);
+        let g = l.profile.grant_small(class, l.bins.count(class));
+        l.bins.set_credit(class, g);
     }
 }
 

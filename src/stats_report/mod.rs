@@ -217,6 +217,9 @@ pub struct Stats {
     pub slabs_short_lived: u64,
     /// Objects freed by other threads and collected by their owner.
     pub remote_frees: u64,
+    /// Small-object allocation slow paths taken while the heap profile
+    /// sampled.
+    pub profile_slow_paths: u64,
     /// The thread heaps' block bins (`large_bins`, the report's `large_bin_*`, keep the name they were published with): misses, hits, frees, pages
     /// spilled, free_high spills, and the pages they hold.
     pub block_bins: [u64; 6],
@@ -341,6 +344,7 @@ impl Stats {
             slabs_retired: 0,
             slabs_short_lived: 0,
             remote_frees: 0,
+            profile_slow_paths: 0,
             block_bins: [0; 6],
             huge: HugeUsage::default(),
             reclaim: ReclaimCounters::default(),
@@ -441,6 +445,7 @@ impl Stats {
         self.slabs_retired = 0;
         self.slabs_short_lived = 0;
         self.remote_frees = 0;
+        self.profile_slow_paths = 0;
         self.block_bins = [0; 6];
         parts.heaps.for_each(|h| {
             self.heaps[0] += 1;
@@ -453,6 +458,7 @@ impl Stats {
             self.slabs_retired += h.slabs_retired.load(Relaxed);
             self.slabs_short_lived += h.slabs_short_lived.load(Relaxed);
             self.remote_frees += h.remote_collected.load(Relaxed);
+            self.profile_slow_paths += h.profile_slow_paths.load(Relaxed);
             let b = &h.block_bins;
             for (sum, c) in self.block_bins.iter_mut().zip([
                 &b.c.misses,

@@ -176,6 +176,7 @@ impl Stats {
             "slabs_live" => self.slabs_created - self.slabs_retired,
             "slabs_short_lived" => self.slabs_short_lived,
             "remote_frees" => self.remote_frees,
+            "profile_slow_paths" => self.profile_slow_paths,
             "large_bin_allocs" => self.block_bins[0] + self.block_bins[1],
             "large_bin_hits" => self.block_bins[1],
             "large_bin_frees" => self.block_bins[2],
