@@ -29,7 +29,7 @@
 //! overlapping and lets tests hold the allocator still; it is the
 //! outermost lock of the list in `fork.rs`.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::*};
 
 use crate::maint::{self, TickWork};
 use crate::settings::SETTINGS;
@@ -37,7 +37,7 @@ use crate::sync::{Guard, Locked};
 use crate::sys;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
-use super::{give_back, memcg};
+use super::{give_back, memcg, tls};
 
 /// The heap size from which a background thread is worth having.
 pub(crate) const BACKGROUND_MIN_BYTES: usize = 16 << 20;
@@ -48,7 +48,6 @@ const RUNNING: u8 = 2;
 
 static THREAD: AtomicU8 = AtomicU8::new(NOT_STARTED);
 static LAST_TICK_NS: AtomicU64 = AtomicU64::new(0);
-static SLOW_CALLS: AtomicU32 = AtomicU32::new(0);
 
 /// Held by the tick while it runs (see the module docs).
 pub(super) static TICK_LOCK: Locked<()> = Locked::new(());
@@ -121,8 +120,10 @@ const CLOCK_EVERY: u32 = 64;
 #[cold]
 #[inline(never)]
 fn on_slow_path_cold() {
-    let n = SLOW_CALLS.load(Relaxed);
-    SLOW_CALLS.store(n.wrapping_add(1), Relaxed); // racy on purpose: a hint
+    // SAFETY: heaps live forever (the empty heap is a static).
+    let calls = unsafe { &(*tls::current_heap()).slow_calls };
+    let n = calls.load(Relaxed);
+    calls.store(n.wrapping_add(1), Relaxed); // the owner's; racy on the empty heap: a hint
     if !n.is_multiple_of(CLOCK_EVERY) {
         return;
     }
