@@ -109,8 +109,10 @@ impl HeapRegistry {
                 // SAFETY: heaps on the abandoned list are ours to take; the
                 // link is guarded by the lock we hold.
                 *a = unsafe { *(*h).next_abandoned.get() } as usize;
-                self.abandoned_count
-                    .store(self.abandoned_count.load(Relaxed) - 1, Relaxed);
+                self.abandoned_count.store(
+                    self.abandoned_count.load(Relaxed).saturating_sub(1),
+                    Relaxed,
+                );
                 h
             }
         };
