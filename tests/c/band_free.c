@@ -12,30 +12,16 @@
  * hits and spilled pages (pcpalloc_stat), then "band_free ok". */
 #include "common.h"
 
+#include "ring.h"
+
 #include <dlfcn.h>
-#include <stdatomic.h>
 
 #define LIVE 64
-#define RING 16
 #define EDGE 64
 
 static long ops;
 
-struct ring {
-    _Atomic size_t head;
-    char pad[56];
-    _Atomic size_t tail;
-    char pad2[56];
-    void *slot[RING];
-};
 static struct ring rings[2];
-
-static uint64_t next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 /* 8 KiB << k plus up to as much again, k in 0..4: even over the doublings. */
 static size_t pick(uint64_t *s) {
@@ -50,7 +36,8 @@ static void mark(char *p, size_t n) {
     fill(p + n - EDGE, EDGE, (unsigned)n + 1);
 }
 
-static void verify_and_free(char *p) {
+static void verify_and_free(void *block) {
+    char *p = block;
     size_t n = *(size_t *)p;
     CHECK(n >= 8192 && n <= (256 << 10));
     CHECK(check(p + sizeof(size_t), EDGE, (unsigned)n));
@@ -66,26 +53,6 @@ static char *new_block(uint64_t *s) {
     return p;
 }
 
-static void drain(struct ring *r) {
-    size_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    size_t h = atomic_load_explicit(&r->head, memory_order_acquire);
-    while (t != h) {
-        verify_and_free(r->slot[t % RING]);
-        t++;
-    }
-    atomic_store_explicit(&r->tail, t, memory_order_release);
-}
-
-static void hand_over(struct ring *r, char *p) {
-    size_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (h - atomic_load_explicit(&r->tail, memory_order_acquire) >= RING) {
-        verify_and_free(p);
-        return;
-    }
-    r->slot[h % RING] = p;
-    atomic_store_explicit(&r->head, h + 1, memory_order_release);
-}
-
 struct worker {
     int me, hand;
 };
@@ -96,10 +63,10 @@ static void *work(void *arg) {
     char *live[LIVE];
     for (int i = 0; i < LIVE; i++) live[i] = new_block(&seed);
     for (long i = 0; i < ops; i++) {
-        if (w->hand) drain(&rings[w->me]);
+        if (w->hand) ring_drain(&rings[w->me], verify_and_free);
         int k = (int)(next(&seed) % LIVE);
         if (w->hand && (next(&seed) & 3) == 0)
-            hand_over(&rings[1 - w->me], live[k]);
+            ring_hand_over(&rings[1 - w->me], live[k], verify_and_free);
         else
             verify_and_free(live[k]);
         live[k] = new_block(&seed);
@@ -123,7 +90,7 @@ int main(int argc, char **argv) {
         pthread_t t[2];
         for (int i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, work, &w[i]) == 0);
         for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-        for (int i = 0; i < 2; i++) drain(&rings[i]);
+        for (int i = 0; i < 2; i++) ring_drain(&rings[i], verify_and_free);
     } else {
         struct worker w = {0, 0};
         work(&w);

@@ -17,49 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ring.h"
+
 #define THREADS 2
 #define LIVE 64
-#define RING 16
 #define LO (8 << 10)
 #define HI (256 << 10)
 
-struct ring {
-    _Atomic size_t head;
-    char pad[56];
-    _Atomic size_t tail;
-    char pad2[56];
-    void *slot[RING];
-};
 static struct ring rings[THREADS];
 static long ops_per_thread;
 static int cpus[THREADS];
 
-static void drain(struct ring *r) {
-    size_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    size_t h = atomic_load_explicit(&r->head, memory_order_acquire);
-    while (t != h) {
-        free(r->slot[t % RING]);
-        t++;
-    }
-    atomic_store_explicit(&r->tail, t, memory_order_release);
-}
-
-static void hand_over(struct ring *r, void *p) {
-    size_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (h - atomic_load_explicit(&r->tail, memory_order_acquire) >= RING) {
-        free(p);
-        return;
-    }
-    r->slot[h % RING] = p;
-    atomic_store_explicit(&r->head, h + 1, memory_order_release);
-}
-
-static uint64_t next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 /* About log-uniform in [LO, HI): a power-of-two octave, then uniform in
  * it (no libm). */
@@ -92,10 +60,10 @@ static void *worker(void *arg) {
     void *live[LIVE];
     for (int i = 0; i < LIVE; i++) live[i] = alloc_touch(size_of_draw(&s));
     for (long i = 0; i < ops_per_thread; i++) {
-        drain(&rings[me]);
+        ring_drain(&rings[me], free);
         int k = (int)(next(&s) % LIVE);
         if (next(&s) % 4 == 0)
-            hand_over(&rings[1 - me], live[k]);
+            ring_hand_over(&rings[1 - me], live[k], free);
         else
             free(live[k]);
         live[k] = alloc_touch(size_of_draw(&s));
@@ -120,7 +88,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
     for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
-    for (int i = 0; i < THREADS; i++) drain(&rings[i]);
+    for (int i = 0; i < THREADS; i++) ring_drain(&rings[i], free);
     printf("rseq_steal_band ok %ld\n", ops_per_thread * THREADS);
     return 0;
 }
