@@ -97,34 +97,18 @@ impl RawLock {
             return;
         }
         let start = sys::now_ns();
-        'acquired: {
-            // Spin briefly while the holder is likely still running: up to
-            // SPIN_NS, and a bounded number of rounds should the clock not
-            // move.
-            for _ in 0..SPIN_ROUNDS_MAX {
-                for _ in 0..SPIN_LIMIT {
-                    if self.state.load(Ordering::Relaxed) == UNLOCKED
-                        && self
-                            .state
-                            .compare_exchange(
-                                UNLOCKED,
-                                LOCKED,
-                                Ordering::Acquire,
-                                Ordering::Relaxed,
-                            )
-                            .is_ok()
-                    {
-                        break 'acquired;
-                    }
-                    core::hint::spin_loop();
-                }
-                if sys::now_ns().saturating_sub(start) >= SPIN_NS {
-                    break;
-                }
-            }
-            // Then sleep. From here on the lock is only ever taken in the
-            // "waiters" state, so whoever releases it wakes the next
-            // sleeper (taking it as plain LOCKED here could strand one).
+        // Spin briefly while the holder is likely still running; then
+        // sleep. From there on the lock is only ever taken in the
+        // "waiters" state, so whoever releases it wakes the next sleeper
+        // (taking it as plain LOCKED there could strand one).
+        let spun = spin_briefly_from(start, || {
+            self.state.load(Ordering::Relaxed) == UNLOCKED
+                && self
+                    .state
+                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+        });
+        if !spun {
             while self.state.swap(LOCKED_WAITERS, Ordering::Acquire) != UNLOCKED {
                 futex_wait(&self.state, LOCKED_WAITERS);
             }
@@ -232,8 +216,14 @@ pub(crate) fn spin_until(mut done: impl FnMut() -> bool) {
 /// than CPUs — and yielding to it until it runs again (`spin_until`) cost
 /// a thread storm 10-12 k `sched_yield`s, each a context switch, on the
 /// path of its threads' exits.
-pub(crate) fn spin_briefly(mut done: impl FnMut() -> bool) -> bool {
-    let start = sys::now_ns();
+pub(crate) fn spin_briefly(done: impl FnMut() -> bool) -> bool {
+    spin_briefly_from(sys::now_ns(), done)
+}
+
+/// [`spin_briefly`] from `start` (a `sys::now_ns` reading): up to
+/// [`SPIN_NS`] after it, and at most [`SPIN_ROUNDS_MAX`] rounds should the
+/// clock not move.
+fn spin_briefly_from(start: u64, mut done: impl FnMut() -> bool) -> bool {
     for _ in 0..SPIN_ROUNDS_MAX {
         for _ in 0..SPIN_LIMIT {
             if done() {
@@ -241,7 +231,7 @@ pub(crate) fn spin_briefly(mut done: impl FnMut() -> bool) -> bool {
             }
             core::hint::spin_loop();
         }
-        if sys::now_ns().wrapping_sub(start) > SPIN_NS {
+        if sys::now_ns().saturating_sub(start) >= SPIN_NS {
             break;
         }
     }
