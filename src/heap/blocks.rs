@@ -1,9 +1,9 @@
-//! A heap's way into its large bins (`block_bins.rs`, the thread cache of
+//! A heap's way into its large bins (`block_bins/`, the thread cache of
 //! the page-granular band): the entry points malloc and free call for
 //! blocks of up to [`BIN_MAX_BYTES`], and the byte counts they keep. Apart
 //! from `heap.rs`, which holds the small-object fast paths, so each file
 //! reads in one sitting; the bins themselves, their tuning and their
-//! locking are `block_bins.rs`'s.
+//! locking are `block_bins/`'s.
 
 use core::ptr;
 
@@ -20,35 +20,15 @@ impl Heap {
     /// malloc's way into the owner's large bins, for a request of `size`
     /// bytes aligned to `align`: the live block (zeroed if `zero`), or null
     /// on a miss or a request the bins do not serve (over
-    /// [`BIN_MAX_BYTES`], or aligned beyond a page). The runtime's paths
-    /// and the replay call this same function.
+    /// [`BIN_MAX_BYTES`], or aligned beyond a page); and whether the block
+    /// should count for the tick (its bytes passed a multiple of the step:
+    /// [`note_large_allocated_tick_due`](Self::note_large_allocated_tick_due)).
+    /// The runtime's paths and the replay call this same function.
     ///
     /// # Safety
     /// The calling thread owns this heap (not the empty heap).
     #[inline(always)]
     pub unsafe fn alloc_from_bins<'p>(
-        &self,
-        size: usize,
-        align: usize,
-        zero: bool,
-        epoch: u32,
-        pages: impl Fn() -> Pages<'p>,
-    ) -> *mut u8 {
-        // SAFETY: forwarded contract.
-        unsafe {
-            self.alloc_from_bins_counted(size, align, zero, epoch, pages)
-                .0
-        }
-    }
-
-    /// [`alloc_from_bins`](Self::alloc_from_bins), and whether the block
-    /// should count for the tick (its bytes passed a multiple of the
-    /// step: [`note_large_allocated_tick_due`](Self::note_large_allocated_tick_due)).
-    ///
-    /// # Safety
-    /// As `alloc_from_bins`.
-    #[inline(always)]
-    unsafe fn alloc_from_bins_counted<'p>(
         &self,
         size: usize,
         align: usize,
@@ -100,7 +80,7 @@ impl Heap {
         // SAFETY: forwarded contract.
         unsafe {
             if binned {
-                let (p, tick) = self.alloc_from_bins_counted(size, align, zero, epoch, || *pages);
+                let (p, tick) = self.alloc_from_bins(size, align, zero, epoch, || *pages);
                 if !p.is_null() {
                     return (p, tick);
                 }

@@ -327,7 +327,11 @@ impl Machine {
             let (size, align) = (size.max(SMALL_MAX + 1), align.max(PAGE_SIZE));
             let epoch = self.pa.zone.epoch();
             // SAFETY: this replay is the heap's only driver.
-            let p = unsafe { (*heap).alloc_from_bins(size, align, false, epoch, || pages) };
+            let p = unsafe {
+                (*heap)
+                    .alloc_from_bins(size, align, false, epoch, || pages)
+                    .0
+            };
             if p.is_null() {
                 large::alloc(&pages, size, align, false)
             } else {
