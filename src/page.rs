@@ -53,7 +53,7 @@ pub enum PageKind {
     /// Tail page of a slab; `head` points at the slab's head descriptor.
     SlabTail = 6,
     /// Head of a freed large block kept in a thread heap's large bins
-    /// (`heap/block_bins.rs`); its large-block fields (class tag, pages)
+    /// (`heap/block_bins/`); its large-block fields (class tag, pages)
     /// stay as they were.
     Cached = 7,
     /// Head of a huge block: the only block of a huge section (see

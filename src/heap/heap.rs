@@ -198,7 +198,7 @@ pub struct Heap {
     /// otherwise; made on the first event and kept with the heap).
     pub trace: AtomicPtr<Buffer>,
     /// Freed large blocks of up to 256 KiB kept for this thread
-    /// (`block_bins.rs`).
+    /// (`block_bins/`).
     pub block_bins: BlockBins,
 }
 

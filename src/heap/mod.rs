@@ -24,7 +24,7 @@
 //! - `parked.rs`: a heap's emptied slabs kept for reuse;
 //! - `park_high.rs`: how many emptied slabs a heap keeps parked
 //!   (`park_high`, auto-tuned);
-//! - `block_bins.rs`: a heap's freed page-granular blocks of up to 256
+//! - `block_bins/`: a heap's freed page-granular blocks of up to 256
 //!   KiB, kept for its thread in front of the pageset (the thread cache
 //!   of the page-granular band); `blocks.rs`: the heap's entry points
 //!   into them;

@@ -55,7 +55,7 @@ pub(crate) struct LockClass {
 ///    the pagesets' unmeasured large blocks off their lists to measure
 ///    them without the pageset lock; fork closes the gate and waits for
 ///    those under way, so the child finds every block on its list;
-/// 3. the large bins' fork gate (`heap/block_bins.rs`): a remote drain —
+/// 3. the large bins' fork gate (`heap/block_bins/`): a remote drain —
 ///    the tick's, a reclaim's, a trim's — holds one heap's bins and frees
 ///    into the pagesets and the zone; fork closes the gate and waits for
 ///    the drains under way (each owner's own side of its bins takes no

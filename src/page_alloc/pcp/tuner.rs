@@ -3,7 +3,7 @@
 //! 002's free_count policies — written once, as a value every cache of
 //! the allocator carries: the pagesets' order lists (`tune.rs` adds the
 //! kernel's order-specific parts), their class lists (`class_lists.rs`), a
-//! thread's block bins (`heap/block_bins.rs`), a heap's parked slabs
+//! thread's block bins (`heap/block_bins/`), a heap's parked slabs
 //! (`heap/park_high.rs`) and the huge-block cache (`large/huge/`).
 //!
 //! A [`Tuner`] holds `high` (above it the cache gives back), `count`,
