@@ -14,6 +14,7 @@
 //! - `tls.rs`: the calling thread's heap pointer;
 //! - `paths.rs`: the slow paths that need the runtime;
 //! - `reclaim.rs`: what is given back before a request fails;
+//! - `trim.rs`: `malloc_trim`, everything cached given back;
 //! - `tick.rs`: when the maintenance tick runs (its background thread,
 //!   when asked for);
 //! - `give_back.rs`: what a free gives back at once, with no thread;
@@ -43,10 +44,12 @@ pub(crate) mod sampled;
 pub(crate) mod thread;
 pub(crate) mod tick;
 pub(crate) mod tls;
+pub(crate) mod trim;
 pub(crate) mod valgrind;
 
-pub use paths::{alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge, trim};
+pub use paths::{alloc_big, alloc_small_slow, finish_free, free_foreign, realloc_huge};
 pub use process::{configure_once, free_key};
+pub use trim::trim;
 // What only `internals` (the tests, the benchmarks) reaches.
 #[cfg(feature = "internals")]
 pub use process::{ensure_init, pages_of, HEAPS, PAGES};

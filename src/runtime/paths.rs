@@ -14,7 +14,6 @@ use crate::slab::Slab;
 use crate::trace::Op;
 
 use crate::heap_profile as profile;
-use crate::page_alloc::zone::Shrink;
 use crate::sys;
 
 use super::process::pages_of;
@@ -356,7 +355,7 @@ unsafe fn free_small_traced_plain(p: *mut u8, s: *mut Slab) {
 /// Null results set errno to ENOMEM.
 ///
 /// A request of at most 256 KiB is first sought in the thread's large bins
-/// (`heap/block_bins.rs`): no CPU lookup, no lock, no atomic
+/// (`heap/block_bins/`): no CPU lookup, no lock, no atomic
 /// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
@@ -650,52 +649,4 @@ pub unsafe fn realloc_huge(b: *mut LargeBlock, size: usize) -> *mut u8 {
     let p = unsafe { HUGE.realloc(&PAGES.zone.budget, b, size) };
     sys::set_errno(saved);
     p
-}
-
-/// Gives back everything cached: the calling thread's empty slabs and
-/// cached blocks, the abandoned heaps' empty slabs, every other thread's
-/// slabs whose every object is free (`heap/emptied.rs`), every thread's
-/// large bins, every pageset, and all free memory to the OS. Returns the
-/// resident bytes given back: how far the heap's resident memory (as
-/// mincore counts it) fell across the trim — not the length of the
-/// ranges released, of which pages never touched or already given back
-/// held nothing. Other threads' allocations meanwhile count against it.
-pub fn trim() -> usize {
-    if !process::is_ready() {
-        return 0;
-    }
-    valgrind::own_work(trim_now)
-}
-
-/// The heap's resident bytes now (mincore over the zone's online blocks
-/// and the huge blocks).
-fn resident_bytes() -> usize {
-    PAGES.zone.resident_bytes() + HUGE.resident_bytes()
-}
-
-/// [`trim`]'s work.
-fn trim_now() -> usize {
-    let before = resident_bytes();
-    give_back_everything();
-    before.saturating_sub(resident_bytes())
-}
-
-/// Everything [`trim`] gives back.
-fn give_back_everything() {
-    let h = current_heap();
-    // SAFETY: h is this thread's heap (or the empty heap, left alone).
-    unsafe {
-        if !(*h).is_empty_heap() {
-            let pages = pages_of(&*h);
-            (*h).owned().collect(&pages);
-        }
-    }
-    let everywhere = PAGES.through(core::ptr::null(), false);
-    HEAPS.collect_abandoned(&everywhere);
-    HEAPS.collect_emptied_everywhere(h, &everywhere);
-    HEAPS.drain_all_block_bins(&everywhere);
-    HUGE.trim(&PAGES.zone.budget);
-    PAGES.drain_all();
-    PAGES.zone.shrink(Shrink::All, usize::MAX);
-    PAGES.zone.release_idle(0, 0);
 }
