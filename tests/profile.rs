@@ -9,6 +9,7 @@
 
 mod support;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -253,5 +254,45 @@ fn sampling_fits_small_stacks() {
             QUICK,
         );
         run.assert_ok().assert_says("inv_stack_calls ok");
+    }
+}
+
+/// Sampled small objects handed to another thread (tests/c/prof_handoff.c:
+/// 64 MiB of 64 B objects at one site, one sample per 4 KiB, about 16,000
+/// samples): the consumer's frees take their samples out of the live
+/// profile — 16 MiB live after it freed three in four, within 10%, nothing
+/// after it freed the rest — and a second free of an object, sampled or
+/// not, aborts with one line naming it (a double free; an invalid pointer
+/// for a sampled object whose page went back to the zone and merged).
+#[test]
+fn handed_off_samples_leave_the_profile() {
+    let dir = tempdir("profile-handoff");
+    let d = dir.to_str().unwrap();
+    let on = on_pcpalloc("prof_handoff", &[d], &[("PCPALLOC_PROFILE", "4K")], QUICK);
+    on.assert_says("prof_handoff ok");
+    let live =
+        |name: &str| bytes_in(&stacks_of(&dir.join(name)), Measure::Live, "produce") as f64 / MIB;
+    let held = live("held.pb");
+    assert!(
+        (held - 16.0).abs() <= 1.6,
+        "{held:.1} MiB live, not 16 ± 10%"
+    );
+    assert_eq!(live("none.pb"), 0.0, "freed objects still in the profile");
+    for i in [0, 1, 4097, 777_777] {
+        let n = i.to_string();
+        let run = on_pcpalloc(
+            "prof_handoff",
+            &[d, "double", &n],
+            &[("PCPALLOC_PROFILE", "4K")],
+            QUICK,
+        );
+        let err = run.stderr();
+        assert!(
+            run.out.status.signal() == Some(libc::SIGABRT)
+                && (err.contains("pcpalloc: free(): double free")
+                    || err.contains("pcpalloc: free(): invalid pointer")),
+            "{}",
+            run.describe()
+        );
     }
 }
