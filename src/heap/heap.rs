@@ -395,6 +395,18 @@ impl Heap {
         unsafe { addr_of!((*(*h).local.get()).profile) }
     }
 
+    /// The sampler, for its owner's large allocation path to count on.
+    ///
+    /// # Safety
+    /// As [`bins`](Self::bins): the pointer is only used by the owning
+    /// thread, and never to write to the empty heap (whose sampler never
+    /// drew, so no count is made on it).
+    #[inline(always)]
+    pub unsafe fn sampler_mut(h: *const Heap) -> *mut Sampler<NR_CLASSES> {
+        // SAFETY: forwarded contract.
+        unsafe { addr_of!((*(*h).local.get()).profile) as *mut Sampler<NR_CLASSES> }
+    }
+
     /// The bins, for the owner's fast paths.
     ///
     /// # Safety

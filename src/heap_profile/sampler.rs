@@ -191,6 +191,20 @@ impl<const N: usize> Sampler<N> {
         true
     }
 
+    /// [`count_large`](Self::count_large)'s common case, for the large
+    /// allocation path: if the countdowns are in force for `generation`
+    /// and no sample falls in `size` bytes, counts them and returns true;
+    /// else false, nothing changed (the caller takes the whole path).
+    #[inline(always)]
+    pub fn count_large_undue(&mut self, size: usize, generation: u32) -> bool {
+        let size = size as u64;
+        if self.generation != generation || size >= self.large_until {
+            return false;
+        }
+        self.large_until -= size;
+        true
+    }
+
     /// A uniform draw in (0, 1].
     fn uniform(&mut self) -> f64 {
         // xorshift64* (Vigna): enough for sampling intervals.
@@ -260,6 +274,41 @@ mod tests {
         // At the mean: size / (1 - 1/e).
         let (b, _) = weight(1 << 20, 1 << 20);
         assert!((b as f64 / (1 << 20) as f64 - 1.581_976_7).abs() < 1e-6);
+    }
+
+    /// The large path's inline count agrees with the whole one: it counts
+    /// a block no sample falls in, and leaves everything else — a sample
+    /// due, another generation, a thread inside a sample — untouched.
+    #[test]
+    fn the_inline_large_count_leaves_samples_to_the_whole_path() {
+        let rate = Rate {
+            mean: 1 << 20,
+            generation: 3,
+        };
+        let mut s = Sampler::<1>::new();
+        assert!(
+            !s.count_large_undue(4096, 3),
+            "counted before the first draw"
+        );
+        s.sync(rate, &[64], || 7);
+        let mut whole = Sampler::<1>::new();
+        whole.sync(rate, &[64], || 7);
+        let mut blocks = 0;
+        loop {
+            let before = s.large_until;
+            if !s.count_large_undue(64 << 10, 3) {
+                assert_eq!(s.large_until, before, "changed on a sample");
+                assert!(whole.count_large(64 << 10, rate.mean), "a sample missed");
+                break;
+            }
+            assert!(!whole.count_large(64 << 10, rate.mean));
+            assert_eq!(s.large_until, whole.large_until);
+            blocks += 1;
+        }
+        assert!(blocks < 10_000);
+        assert!(!s.count_large_undue(1, 4), "counted for another generation");
+        s.set_busy(true);
+        assert!(!s.count_large_undue(1, 3), "counted inside a sample");
     }
 
     #[test]

@@ -359,7 +359,7 @@ unsafe fn free_small_traced_plain(p: *mut u8, s: *mut Slab) {
 /// read-modify-write.
 #[inline(never)]
 pub fn alloc_big(size: usize, align: usize, zero: bool) -> *mut u8 {
-    if valgrind::on() || profile::sampling() {
+    if valgrind::on() || (profile::sampling() && !sampled::big_counted(size)) {
         return alloc_big_watched(size, align, zero);
     }
     alloc_big_unsampled(size, align, zero)
