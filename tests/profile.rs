@@ -268,7 +268,13 @@ fn sampling_fits_small_stacks() {
 fn handed_off_samples_leave_the_profile() {
     let dir = tempdir("profile-handoff");
     let d = dir.to_str().unwrap();
-    let on = on_pcpalloc("prof_handoff", &[d], &[("PCPALLOC_PROFILE", "4K")], QUICK);
+    // Its own files and the exit's both in the test's directory.
+    let exit = dir.join("exit.%p.pb");
+    let env = [
+        ("PCPALLOC_PROFILE", "4K"),
+        ("PCPALLOC_PROFILE_FILE", exit.to_str().unwrap()),
+    ];
+    let on = on_pcpalloc("prof_handoff", &[d], &env, QUICK);
     on.assert_says("prof_handoff ok");
     let live =
         |name: &str| bytes_in(&stacks_of(&dir.join(name)), Measure::Live, "produce") as f64 / MIB;
@@ -280,12 +286,7 @@ fn handed_off_samples_leave_the_profile() {
     assert_eq!(live("none.pb"), 0.0, "freed objects still in the profile");
     for i in [0, 1, 4097, 777_777] {
         let n = i.to_string();
-        let run = on_pcpalloc(
-            "prof_handoff",
-            &[d, "double", &n],
-            &[("PCPALLOC_PROFILE", "4K")],
-            QUICK,
-        );
+        let run = on_pcpalloc("prof_handoff", &[d, "double", &n], &env, QUICK);
         let err = run.stderr();
         assert!(
             run.out.status.signal() == Some(libc::SIGABRT)
