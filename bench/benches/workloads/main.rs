@@ -19,6 +19,7 @@ mod band;
 mod machine;
 mod measure;
 mod preload;
+mod profile_cost;
 mod sections;
 mod shapes;
 mod thp;
@@ -50,12 +51,18 @@ pub struct Opts {
 /// build libpcpalloc.so and run programs for minutes.
 pub const NOT_QUICK: [&str; 4] = ["preload", "band", "thp", "instructions"];
 
+/// The sections that run only when `--only` names them: measurements for
+/// one question, not the comparison.
+pub const ON_REQUEST: [&str; 1] = ["profile_cost"];
+
 impl Opts {
     pub fn wants(&self, section: &str) -> bool {
         if !self.only.is_empty() {
             return self.only.iter().any(|o| o == section);
         }
-        !(self.quick && NOT_QUICK.contains(&section))
+        let left_out =
+            ON_REQUEST.contains(&section) || (self.quick && NOT_QUICK.contains(&section));
+        !left_out
     }
 
     /// These options with at most `n` runs per point in quick mode (the
@@ -104,12 +111,13 @@ Options:
   --secs N            seconds per throughput run
   --runs N            runs per point (the median is reported)
   --only A,B          only these sections: compare ablation pcp burst latency plot preload band thp instructions
+                      profile_cost (the heap profile's cost; runs only when named)
   --baseline SO       also run the C programs with this libpcpalloc.so (an earlier build) as \"before\"
   -h, --help          this text
 ";
 
 /// The section names `--only` accepts.
-const SECTION_NAMES: [&str; 10] = [
+const SECTION_NAMES: [&str; 11] = [
     "compare",
     "ablation",
     "pcp",
@@ -120,6 +128,7 @@ const SECTION_NAMES: [&str; 10] = [
     "band",
     "thp",
     "instructions",
+    "profile_cost",
 ];
 
 fn parse_args() -> Result<Opts, lexopt::Error> {

@@ -25,7 +25,7 @@ use pcpalloc_bench::table::{mib, Table};
 
 /// How a program's time is read.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Timed {
+pub(crate) enum Timed {
     /// Wall time of the process (fixed work).
     Wall,
     /// The `rtime` line it prints (fixed time: 1e9 / throughput).
@@ -34,15 +34,15 @@ enum Timed {
 
 /// A program, what it does, its arguments (quick, full) and how it is
 /// timed.
-struct Program {
-    name: &'static str,
-    what: &'static str,
-    quick: &'static [&'static str],
-    full: &'static [&'static str],
-    timed: Timed,
+pub(crate) struct Program {
+    pub(crate) name: &'static str,
+    pub(crate) what: &'static str,
+    pub(crate) quick: &'static [&'static str],
+    pub(crate) full: &'static [&'static str],
+    pub(crate) timed: Timed,
 }
 
-const PROGRAMS: &[Program] = &[
+pub(crate) const PROGRAMS: &[Program] = &[
     Program {
         name: "larson_server",
         what: "larsonN: new/delete[], 8-1000 B, 5000 blocks/thread, 2 threads",
@@ -215,11 +215,23 @@ pub(crate) fn field(out: &str, name: &str) -> Option<f64> {
 }
 
 fn run(bin: &Path, args: &[&str], preload: Option<&Path>, timed: Timed) -> Option<(f64, f64)> {
+    run_with(bin, args, preload, &[], timed)
+}
+
+/// [`run`] with these environment variables set too.
+pub(crate) fn run_with(
+    bin: &Path,
+    args: &[&str],
+    preload: Option<&Path>,
+    env: &[(&str, &std::ffi::OsStr)],
+    timed: Timed,
+) -> Option<(f64, f64)> {
     let mut c = Command::new(bin);
     c.args(args);
     if let Some(p) = preload {
         c.env("LD_PRELOAD", p);
     }
+    c.envs(env.iter().copied());
     let t0 = Instant::now();
     let o = c.output().ok()?;
     let wall = t0.elapsed().as_secs_f64();
@@ -233,7 +245,7 @@ fn run(bin: &Path, args: &[&str], preload: Option<&Path>, timed: Timed) -> Optio
     o.status.success().then_some((secs, kib * 1024.0))
 }
 
-fn geomean(v: &[f64]) -> f64 {
+pub(crate) fn geomean(v: &[f64]) -> f64 {
     let ok: Vec<f64> = v
         .iter()
         .copied()

@@ -38,6 +38,7 @@ pub static SECTIONS: &[(&str, Section)] = &[
     ("band", crate::band::section),
     ("thp", crate::thp::section),
     ("instructions", crate::preload::instructions),
+    ("profile_cost", crate::profile_cost::section),
 ];
 
 /// The settings a section's process starts with (the allocator reads
