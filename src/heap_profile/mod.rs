@@ -23,6 +23,7 @@ pub(crate) mod cfi;
 pub(crate) mod dump;
 pub(crate) mod maps;
 pub(crate) mod pprof;
+pub(crate) mod sample_stack;
 pub(crate) mod sampler;
 pub(crate) mod table;
 pub(crate) mod unwind;

@@ -44,6 +44,9 @@ pub struct Sampler<const N: usize> {
     /// not sampled): one compare tells whether the countdowns are in
     /// force.
     generation: u32,
+    /// The top of this heap's sample stack (`sample_stack.rs`), 0 until
+    /// its first sample maps it.
+    pub(crate) stack_top: usize,
 }
 
 /// In a sampler's generation while its thread takes a sample.
@@ -78,6 +81,7 @@ impl<const N: usize> Sampler<N> {
             large_until: 0,
             rng: 0,
             generation: NEVER,
+            stack_top: 0,
         }
     }
 

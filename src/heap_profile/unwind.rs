@@ -153,26 +153,76 @@ extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
 #[inline(never)]
 pub(crate) fn capture(frames: &mut Stack) {
     prepare();
-    let own = (OWN_START.load(Relaxed), OWN_END.load(Relaxed));
+    let regs = Regs::here();
+    // SAFETY: the registers of this very function, which is running.
+    if unsafe { walk_from(regs, frames) } {
+        return;
+    }
+    capture_libgcc(frames, own_text())
+}
+
+/// The allocator's own text, left out at a stack's start.
+fn own_text() -> (usize, usize) {
+    (OWN_START.load(Relaxed), OWN_END.load(Relaxed))
+}
+
+/// Where a walk starts: a function's instruction, stack and frame
+/// pointers at one point of it.
+#[derive(Clone, Copy)]
+pub(crate) struct Regs {
+    pc: usize,
+    sp: usize,
+    fp: usize,
+}
+
+impl Regs {
+    /// This point's registers, in the frame of the function this is
+    /// inlined into.
+    #[inline(always)]
+    pub(crate) fn here() -> Regs {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (pc, sp, fp): (usize, usize, usize);
+            // SAFETY: reads this point's instruction, stack and frame
+            // pointers; nothing is written.
+            unsafe {
+                core::arch::asm!(
+                    "lea {pc}, [rip]",
+                    "mov {sp}, rsp",
+                    "mov {fp}, rbp",
+                    pc = out(reg) pc,
+                    sp = out(reg) sp,
+                    fp = out(reg) fp,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+            Regs { pc, sp, fp }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Regs {
+            pc: 0,
+            sp: 0,
+            fp: 0,
+        }
+    }
+}
+
+/// The cached walk of `cfi.rs` alone, from `regs`: fills empty `frames`
+/// as [`capture`] does and returns true, or returns false with `frames`
+/// empty when a frame needs libgcc's unwinder (and on other
+/// architectures than x86-64). It may run on another stack than the one
+/// it walks ([`super::sample_stack`]). Call [`prepare`] first.
+///
+/// # Safety
+/// `regs` were taken by [`Regs::here`] in a function of this thread that
+/// is still running (suspended in a call until this returns).
+pub(crate) unsafe fn walk_from(regs: Regs, frames: &mut Stack) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let (pc, sp, fp): (usize, usize, usize);
-        // SAFETY: reads this point's instruction, stack and frame
-        // pointers; nothing is written.
-        unsafe {
-            core::arch::asm!(
-                "lea {pc}, [rip]",
-                "mov {sp}, rsp",
-                "mov {fp}, rbp",
-                pc = out(reg) pc,
-                sp = out(reg) sp,
-                fp = out(reg) fp,
-                options(nomem, nostack, preserves_flags),
-            );
-        }
-        // SAFETY: the registers of this very function, which is running.
+        let own = own_text();
+        // SAFETY: forwarded contract.
         let walked = unsafe {
-            super::cfi::walk(pc, sp, fp, |pc| {
+            super::cfi::walk(regs.pc, regs.sp, regs.fp, |pc| {
                 if frames.len == 0 && pc >= own.0 && pc < own.1 {
                     return true;
                 }
@@ -185,12 +235,14 @@ pub(crate) fn capture(frames: &mut Stack) {
             })
         };
         if walked.is_some() {
-            return;
+            return true;
         }
         SLOW_WALKS.fetch_add(1, Relaxed);
         frames.len = 0;
     }
-    capture_libgcc(frames, own)
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = regs;
+    false
 }
 
 /// [`capture`] by libgcc's unwinder alone.
@@ -201,6 +253,11 @@ fn capture_libgcc(frames: &mut Stack, own: (usize, usize)) {
     unsafe {
         ffi::_Unwind_Backtrace(on_frame, (&mut c as *mut Capture<'_>).cast());
     }
+}
+
+/// Whether [`prepare`] has run to its end.
+pub(crate) fn prepared() -> bool {
+    STATE.load(Acquire) == PREPARED
 }
 
 /// Once per process, at a point where nothing is held (a sample's start,

@@ -23,7 +23,7 @@ use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::geometry::PAGE_SIZE;
 use crate::heap::Heap;
-use crate::heap_profile::{self as profile, unwind, Record};
+use crate::heap_profile::{self as profile, sample_stack, unwind, Record};
 use crate::large::{self, Caller};
 use crate::page::{flags, LargeBlock};
 use crate::slab::classes::{CLASS_SIZE, NR_CLASSES};
@@ -267,21 +267,72 @@ unsafe fn block_of(p: *mut u8) -> *mut LargeBlock {
 /// Takes the sample of block `p` for heap `h`'s thread, standing for
 /// `weight` (bytes, objects: [`profile::weight`]) at one sample per `mean`
 /// bytes: its stack, counted in the profile, the record in the block's
-/// descriptor.
+/// descriptor. The work runs on the heap's sample stack
+/// (`heap_profile/sample_stack.rs`), whatever stack the allocation came
+/// from; without one (valgrind, another architecture, no memory for it),
+/// or for a stack only libgcc can walk, on this stack, and not at all on
+/// an alternate signal stack.
 ///
 /// # Safety
 /// `h` is the calling thread's heap; `p` is a live page-granular block
 /// the program does not have yet.
 unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
-    if on_signal_stack() {
-        return;
+    // This function's registers, where the walk on the sample stack
+    // starts (this frame stays put until it returns).
+    let regs = unwind::Regs::here();
+    // The unwinder's first use walks its own stack, which a sample stack
+    // would end without a way back: it runs here, once a process (the
+    // library's constructor runs it when sampling from the start).
+    if !unwind::prepared() {
+        if on_signal_stack() {
+            return;
+        }
+        unwind::prepare();
     }
     // SAFETY: h is this thread's heap (contract); each handle lives for
     // one statement.
-    unsafe { (*h).owned().local().profile.set_busy(true) };
+    let top = unsafe {
+        let mut o = (*h).owned();
+        let l = o.local();
+        l.profile.set_busy(true);
+        if l.profile.stack_top == 0 && !super::valgrind::on() {
+            l.profile.stack_top = sample_stack::map();
+        }
+        l.profile.stack_top
+    };
     let mut stack = unwind::Stack::new();
-    unwind::capture(&mut stack);
-    let (r, peak) = profile::add_sample(stack.frames(), weight, mean);
+    let mut done = false;
+    if top != 0 && !super::valgrind::on() {
+        let mut work = || {
+            // SAFETY: regs are this thread's record's, suspended in
+            // run_on's call meanwhile.
+            if unsafe { unwind::walk_from(regs, &mut stack) } {
+                // SAFETY: p is a live block of the caller's (contract).
+                unsafe { keep(p, stack.frames(), weight, mean) };
+                done = true;
+            }
+        };
+        // SAFETY: top is this heap's sample stack, which nothing else of
+        // this thread is on (it is busy: no sample nests).
+        unsafe { sample_stack::run_on(top, &mut work) };
+    }
+    if !done && !on_signal_stack() {
+        unwind::capture(&mut stack);
+        // SAFETY: as above.
+        unsafe { keep(p, stack.frames(), weight, mean) };
+    }
+    // SAFETY: as above.
+    unsafe { (*h).owned().local().profile.set_busy(false) };
+}
+
+/// Counts the sample of block `p` with stack `frames` in the profile and
+/// keeps its record in the block's descriptor; writes the peak's profile
+/// if the live bytes reached a new peak.
+///
+/// # Safety
+/// `p` is a live page-granular block the program does not have yet.
+unsafe fn keep(p: *mut u8, frames: &[usize], weight: (u64, u64), mean: u64) {
+    let (r, peak) = profile::add_sample(frames, weight, mean);
     if !r.is_null() {
         // SAFETY: p is a live block of the caller's (contract).
         unsafe {
@@ -293,8 +344,6 @@ unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
     if peak {
         write_file(Some(b".peak"));
     }
-    // SAFETY: as above.
-    unsafe { (*h).owned().local().profile.set_busy(false) };
 }
 
 /// Whether the thread runs on its alternate signal stack (a handler of
