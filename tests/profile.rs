@@ -324,17 +324,7 @@ fn samples_make_no_sigaltstack_call() {
         .lines()
         .find_map(|l| l.strip_prefix("sigaltstack calls ")?.trim().parse().ok())
         .unwrap_or_else(|| panic!("{}", run.describe()));
-    let samples: u64 = run
-        .stderr()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("pcpalloc: heap profile: ")?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no summary: {}", run.describe()));
+    let samples = profile_samples(&run.stderr());
     assert!(samples > 5_000, "{samples} samples: {}", run.describe());
     assert!(
         calls <= 4,

@@ -14,19 +14,6 @@ fn counter(stderr: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in the report:\n{stderr}"))
 }
 
-/// The samples the exit's summary line counts.
-fn samples(stderr: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("pcpalloc: heap profile: "))
-        .unwrap_or_else(|| panic!("no heap profile summary:\n{stderr}"));
-    line["pcpalloc: heap profile: ".len()..]
-        .split(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"))
-}
-
 /// A sampled small object is served as a one-page block, which its free
 /// puts in the thread's large bins: the block must come from those bins
 /// too. Taken from the pages each time (before), every sample's block
@@ -50,7 +37,10 @@ fn sampled_small_blocks_cycle_through_the_large_bins() {
     );
     r.assert_says("prof_cost ok");
     let err = r.stderr();
-    let (samples, spilled) = (samples(&err), counter(&err, "large_bin_spilled_pages"));
+    let (samples, spilled) = (
+        profile_samples(&err),
+        counter(&err, "large_bin_spilled_pages"),
+    );
     // 2 M allocations of 520 B on average, one sample per 64 KiB; the
     // bins spill a little as they decay (a tenth of the samples now, all
     // of them before).

@@ -298,6 +298,20 @@ pub fn on_glibc(name: &str, args: &[&str]) -> Run {
     run_for(&mut c, QUICK)
 }
 
+/// The samples a heap profile's summary line at exit counts
+/// (`pcpalloc: heap profile: N samples; ...` on stderr).
+pub fn profile_samples(stderr: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("pcpalloc: heap profile: "))
+        .unwrap_or_else(|| panic!("no heap profile summary:\n{stderr}"));
+    line["pcpalloc: heap profile: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
+}
+
 /// The program under LD_PRELOAD=libpcpalloc.so with `env` set.
 pub fn on_pcpalloc(name: &str, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     let mut c = preloaded(c_program(name));
