@@ -345,7 +345,7 @@ impl Config {
 
     /// `PCPALLOC_PROFILE`: sample allocations for a heap profile, one per
     /// `mean_bytes` allocated on average (at least 4 KiB); 1 for the
-    /// default (512 KiB), 0 for none (the default). Profiles go to
+    /// default (2 MiB), 0 for none (the default). Profiles go to
     /// [`profile_file`](Self::profile_file) at exit; see the README's heap
     /// profile section.
     pub const fn profile(mut self, mean_bytes: usize) -> Config {

@@ -13,7 +13,7 @@
 //! in the block's descriptor — free's fast path checks nothing. The
 //! block costs a page (two for 8 KiB classes) in place of the object:
 //! with one sample per `mean` bytes, about `live small bytes × 4 KiB /
-//! mean` more memory (0.8% at the default 512 KiB).
+//! mean` more memory (0.2% at the default 2 MiB).
 //!
 //! Blocks above 8 KiB count against one countdown of bytes on their own
 //! slow path ([`alloc_big`]); huge blocks likewise.

@@ -337,7 +337,7 @@ pub(super) const TABLE: [Tunable; NR_TUNABLES] = [
         at_run_time: AtRunTime::Now,
         values: "0, 1, or the mean bytes between samples (at least 4 KiB), each optionally followed by `,peak`",
         default: "0",
-        doc: "Sample allocations for a heap profile: one per 512 KiB allocated on average with 1, or per the size given; written at exit (the sampled blocks still live are the leak report), on demand, and with `,peak` at each new peak of live bytes. See the README's heap profile section.",
+        doc: "Sample allocations for a heap profile: one per 2 MiB allocated on average with 1, or per the size given; written at exit (the sampled blocks still live are the leak report), on demand, and with `,peak` at each new peak of live bytes. See the README's heap profile section.",
         apply: |v| {
             crate::heap::set_profile(crate::heap_profile::parse(v)?);
             Ok(())

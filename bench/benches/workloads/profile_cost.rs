@@ -1,7 +1,7 @@
 //! What the heap profile costs the C programs (`--only profile_cost`):
 //! each program of the `preload` section under libpcpalloc.so with
 //! sampling off, on at the default rate (`PCPALLOC_PROFILE=1`, one sample
-//! per 512 KiB allocated, the profile written at exit), and the system
+//! per 2 MiB allocated, the profile written at exit), and the system
 //! malloc — each a fresh process, interleaved: every round runs each
 //! program once in each way, and the figures are the medians of each
 //! round's ratio to the same round's run with sampling off, so a slow
@@ -116,7 +116,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
     ]);
     tab.note = format!(
         "Time with sampling off in seconds, then each round's time ratio to it (lower is better): \
-         with `PCPALLOC_PROFILE=1` (one sample per 512 KiB on average, the profile written at \
+         with `PCPALLOC_PROFILE=1` (one sample per 2 MiB on average, the profile written at \
          exit, which the time includes), and under the system malloc; medians of {} interleaved \
          round(s), range in parentheses; the geometric mean is over the medians. Programs \
          printing `rtime` are timed by it, the others by wall time. RSS: peak resident set \
