@@ -3,7 +3,9 @@
 //! interleaved — throughput and peak RSS (medians of the rounds), the
 //! zone-lock acquisitions per 1000 operations under pcpalloc, and the
 //! allocator's instructions per 1000 operations under callgrind (a short
-//! run, threads serialised).
+//! run, threads serialised). Last, the band under `bench/c/band_bound.c`,
+//! almost no allocator at all: a bound no allocator's throughput can pass
+//! by much on this machine.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -57,7 +59,10 @@ pub fn section(opts: &Opts, out: &Path) -> String {
         return "### The page-granular band\n\npage_band.c could not be compiled; section skipped.\n"
             .into();
     };
-    let allocs = allocators(lib, opts);
+    let mut allocs = allocators(lib, opts);
+    if let Some(b) = compile_bound(&cdir) {
+        allocs.push(("bound", Some(b)));
+    }
     let ops = if opts.quick { 200_000 } else { 800_000 };
     let mut samples: HashMap<(usize, usize), Vec<Sample>> = HashMap::new();
     for r in 0..opts.runs {
@@ -108,7 +113,7 @@ pub fn section(opts: &Opts, out: &Path) -> String {
             } else {
                 "-".into()
             });
-            let v = if valgrind && *name != "tcmalloc" {
+            let v = if valgrind && *name != "tcmalloc" && *name != "bound" {
                 progress(&format!("band: {lo}-{hi} KiB on {name} (callgrind)"));
                 let args = [lo.to_string(), hi.to_string(), cg_ops.to_string()];
                 allocator_ir_per_op(&bin, &args, pre.as_deref(), out, name, cg_ops)
@@ -129,10 +134,32 @@ pub fn section(opts: &Opts, out: &Path) -> String {
          last byte; {ops} operations. Medians of {} interleaved rounds. Zone locks: pcpalloc's \
          zone-lock acquisitions per 1000 operations. Instructions: executed inside the allocator \
          per operation, callgrind, {cg_ops} operations (tcmalloc's do not show under its \
-         library's name).",
+         library's name). bound: bench/c/band_bound.c preloaded, not an allocator — per-thread \
+         last-in first-out lists of whole pages, nothing given back, counted or checked (about \
+         15 instructions an operation): what the program's own work allows.",
         opts.runs
     );
     t.render()
+}
+
+/// `bench/c/band_bound.c` as a library to preload.
+fn compile_bound(out: &Path) -> Option<std::path::PathBuf> {
+    let lib = out.join("band_bound.so");
+    let ok = Command::new("cc")
+        .args([
+            "-O2",
+            "-fno-builtin",
+            "-shared",
+            "-fPIC",
+            "-ftls-model=initial-exec",
+            "-o",
+        ])
+        .arg(&lib)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("c/band_bound.c"))
+        .status()
+        .ok()?
+        .success();
+    ok.then_some(lib)
 }
 
 /// Allocator instructions per operation: callgrind's count of the
