@@ -225,8 +225,9 @@ mod tests {
     fn parses_the_setting() {
         let on = |mean, peaks| Ok(Setting { mean, peaks });
         assert_eq!(parse(b"0"), on(0, false));
-        assert_eq!(parse(b"1"), on(DEFAULT_MEAN, false));
-        assert_eq!(parse(b"2M"), on(2 << 20, false));
+        // `1` is the documented default, tcmalloc's 2 MiB (README).
+        assert_eq!(parse(b"1"), on(2 << 20, false));
+        assert_eq!(parse(b"512K"), on(512 << 10, false));
         assert_eq!(parse(b"64K,peak"), on(64 << 10, true));
         assert_eq!(parse(b"1, peak"), on(DEFAULT_MEAN, true));
         assert!(parse(b"1K").is_err());
