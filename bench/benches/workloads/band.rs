@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use crate::preload::{allocators, build_lib, callgrind_counts, compile, field};
+use crate::preload::{allocators, build_lib, callgrind_counts, compile, compile_as, field};
 use crate::{progress, Opts};
 use pcpalloc_bench::runs::Runs;
 use pcpalloc_bench::table::{mib, Table};
@@ -144,22 +144,14 @@ pub fn section(opts: &Opts, out: &Path) -> String {
 
 /// `bench/c/band_bound.c` as a library to preload.
 fn compile_bound(out: &Path) -> Option<std::path::PathBuf> {
-    let lib = out.join("band_bound.so");
-    let ok = Command::new("cc")
-        .args([
-            "-O2",
-            "-fno-builtin",
-            "-shared",
-            "-fPIC",
-            "-ftls-model=initial-exec",
-            "-o",
-        ])
-        .arg(&lib)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("c/band_bound.c"))
-        .status()
-        .ok()?
-        .success();
-    ok.then_some(lib)
+    let flags = [
+        "-O2",
+        "-fno-builtin",
+        "-shared",
+        "-fPIC",
+        "-ftls-model=initial-exec",
+    ];
+    compile_as("band_bound", out.join("band_bound.so"), &flags, &[])
 }
 
 /// Allocator instructions per operation: callgrind's count of the

@@ -152,17 +152,28 @@ const LIB_DIRS: [&str; 4] = [
     "/usr/lib",
 ];
 
+/// `bench/c/{name}.c` as a program `out/{name}`.
 pub(crate) fn compile(name: &str, out: &Path) -> Option<PathBuf> {
-    let bin = out.join(name);
+    compile_as(name, out.join(name), &["-O2", "-pthread"], &["-lm", "-ldl"])
+}
+
+/// `bench/c/{name}.c` compiled with `flags` to `file`, linked with `libs`.
+pub(crate) fn compile_as(
+    name: &str,
+    file: PathBuf,
+    flags: &[&str],
+    libs: &[&str],
+) -> Option<PathBuf> {
     let ok = Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
+        .args(flags)
+        .arg("-o")
+        .arg(&file)
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("c/{name}.c")))
-        .args(["-lm", "-ldl"])
+        .args(libs)
         .status()
         .ok()?
         .success();
-    ok.then_some(bin)
+    ok.then_some(file)
 }
 
 /// The allocators to compare: the system's, ours, an earlier build of ours
