@@ -264,7 +264,9 @@ pub unsafe fn realloc_raw(p: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: both blocks are live and distinct; copy what both hold.
     unsafe {
         core::ptr::copy_nonoverlapping(p, q, usable.min(size));
-        if small.is_null() {
+        // A slab holding a sampled object takes every free through the
+        // slow path, which ends the sample (`slab/marks.rs`).
+        if small.is_null() || (*small).reserved == 0 {
             free(p);
         } else {
             // lookup checked p: a live object of slab `small`.

@@ -192,6 +192,12 @@ const _: () = assert!(core::mem::size_of::<Page>() == PAGE_DESC_SIZE);
 /// Where a slab's descriptors keep `reserved` ([`Page::object_bound`]).
 pub(crate) const OBJECT_BOUND_OFFSET: usize = PAGE_DESC_SIZE - 4;
 
+/// Where a slab tail's three words for sampled objects start
+/// (`slab/marks.rs`): the body's first three, cleared by
+/// [`Page::clear_tail_words`], clear of the object bound.
+pub(crate) const TAIL_WORDS_OFFSET: usize = core::mem::offset_of!(Page, body);
+const _: () = assert!(TAIL_WORDS_OFFSET + 3 * 8 <= OBJECT_BOUND_OFFSET);
+
 // SAFETY: a Page is only reached through raw pointers whose use follows the
 // ownership rules in the module docs; the cross-thread fields are atomics.
 unsafe impl Sync for Page {}
@@ -249,6 +255,13 @@ impl Page {
                 .cast::<u16>()
                 .read()
         }
+    }
+
+    /// Zeroes the words a slab tail keeps sampled objects in
+    /// ([`TAIL_WORDS_OFFSET`]): a new slab's tails may have been any view.
+    #[inline]
+    pub fn clear_tail_words(&mut self) {
+        self.body[..3].fill(0);
     }
 
     /// Returns the descriptor to the all-zero `None` state.

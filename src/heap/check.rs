@@ -47,7 +47,7 @@ impl Owned<'_> {
                     );
                     assert_eq!((*s).owner.load(Relaxed), me, "a bin object of another heap");
                     assert!(
-                        slab::object_at(s, p).is_some(),
+                        crate::slab::marks::object_at(s, p).is_some(),
                         "a bin object off an object start"
                     );
                     p = FreeObject::at(p).next();
@@ -222,7 +222,9 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
                 (slab::Slab::base(s) as u16).wrapping_mul(info.inverse),
                 "object check of another base or class"
             );
-            assert!((*s).reserved <= Slab::capacity(s));
+            crate::slab::marks::check(s);
+            let reserved = crate::slab::marks::reserved(s);
+            assert!(reserved <= Slab::capacity(s));
             let owner = (*s).owner.load(Relaxed) as usize;
             assert!(known[..nheaps].contains(&owner), "slab owned by no heap");
             let free_len = slab::list_len((*s).free, Slab::capacity(s));
@@ -235,7 +237,7 @@ pub fn check_quiescent(heaps: &HeapRegistry, zone: &Zone) -> (usize, usize) {
             );
             assert_eq!(
                 (*s).used as usize + free_len,
-                (*s).reserved as usize,
+                reserved as usize,
                 "slab object accounting"
             );
             assert!((*s).used as usize >= tf_len);

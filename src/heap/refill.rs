@@ -22,6 +22,7 @@ use crate::sync::bump;
 
 use super::heap::{empty_slab, Heap, ListsGuard, Owned};
 use crate::slab::classes::{CLASS_SIZE, NR_CLASSES, SLAB_ORDER};
+use crate::slab::marks;
 use crate::slab::object::FreeObject;
 use crate::slab::remote_list;
 use crate::slab::slab::{self, Slab};
@@ -94,7 +95,13 @@ impl Owned<'_> {
                         let n = remote_list::collect_thread_free(cur);
                         self.note_collected(cur, n);
                         if n == 0 {
-                            fresh = slab::extend(cur);
+                            fresh = match slab::extend(cur, marks::reserved(cur)) {
+                                Some(n) => {
+                                    marks::set_reserved(cur, n);
+                                    true
+                                }
+                                None => false,
+                            };
                             if !fresh {
                                 if !remote_list::mark_full(cur) {
                                     continue; // remote frees arrived meanwhile
@@ -104,7 +111,7 @@ impl Owned<'_> {
                         }
                     }
                     if g.lists().current[class] == cur {
-                        let (head, n) = slab::take_all(cur);
+                        let (head, n) = slab::take_all(cur, marks::reserved(cur));
                         // The objects taken again: this slab's, unless
                         // fresh, and every one the bin had pushed since
                         // its last refill (it is empty now).

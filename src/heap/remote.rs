@@ -35,9 +35,10 @@ use core::ptr;
 use crate::geometry::PAGE_DESC_SIZE;
 
 use crate::slab::classes::SLAB_PAGES;
+use crate::slab::marks;
 use crate::slab::object::FreeObject;
 use crate::slab::remote_list::{self, Pushed};
-use crate::slab::slab::{self, Slab};
+use crate::slab::slab::Slab;
 
 /// Chains a heap keeps at once (a power of two).
 pub const REMOTE_SLOTS: usize = 8;
@@ -193,7 +194,7 @@ impl RemoteBatch {
                 assert!(n <= c.count, "a chain longer than its count");
                 assert!(
                     // SAFETY: chained objects are free objects of c.slab.
-                    unsafe { slab::object_at(c.slab, p).is_some() },
+                    unsafe { marks::object_at(c.slab, p).is_some() },
                     "a chained object off its slab's object starts"
                 );
                 last = p;

@@ -77,17 +77,19 @@ pub(crate) struct LockClass {
 /// 9. the huge-block cache and list (a leaf: nothing is taken under it);
 /// 10. the heap profile's table (`heap_profile/table.rs`: its stacks and
 ///     records are made in the metadata arena under it);
-/// 11. the heap profile's look at the loader's unload count
+/// 11. the slabs' marks for sampled objects (`slab/marks.rs`: a leaf,
+///     taken on the sample path and a sampled object's free);
+/// 12. the heap profile's look at the loader's unload count
 ///     (`heap_profile/cfi.rs`: a leaf, only ever tried on the sample path;
 ///     held here so no thread is inside `dl_iterate_phdr`, whose lock
 ///     glibc does not reset in the child, through a sample at the fork);
-/// 12. the metadata arena (heaps and pagesets are made under 5 and 6);
-/// 13. the trace buffers, one per heap (a leaf each: an event is pushed,
+/// 13. the metadata arena (heaps and pagesets are made under 5 and 6);
+/// 14. the trace buffers, one per heap (a leaf each: an event is pushed,
 ///     and a full buffer written, under it and nothing else).
 ///
 /// Remote frees of small objects take no lock; a huge block is found
 /// through the chunk map, without one.
-pub(crate) static LOCKS: [LockClass; 13] = [
+pub(crate) static LOCKS: [LockClass; 14] = [
     LockClass {
         take: || core::mem::forget(tick::TICK_LOCK.lock()),
         release: |child| {
@@ -147,6 +149,13 @@ pub(crate) static LOCKS: [LockClass; 13] = [
         release: |child| {
             // SAFETY: the caller (fork's handlers) took it with `take`.
             unsafe { heap_profile::table::unlock_after_fork(child) }
+        },
+    },
+    LockClass {
+        take: crate::slab::marks::lock_for_fork,
+        release: |child| {
+            // SAFETY: the caller (fork's handlers) took it with `take`.
+            unsafe { crate::slab::marks::unlock_after_fork(child) }
         },
     },
     LockClass {

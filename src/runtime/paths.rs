@@ -80,7 +80,13 @@ fn refill(h: *mut Heap, class: usize) -> *mut u8 {
     if profile::sampling() {
         // SAFETY: h is this thread's heap.
         return unsafe {
-            sampled::alloc_small(h, class, || refill_plain(h, class), alloc_sample_block)
+            sampled::alloc_small(
+                h,
+                class,
+                || refill_plain(h, class),
+                alloc_sample_block,
+                free_unserved,
+            )
         };
     }
     refill_plain(h, class)
@@ -98,6 +104,20 @@ fn alloc_sample_block(size: usize) -> *mut u8 {
         sys::set_errno(saved);
     }
     p
+}
+
+/// Frees small object `p`, which the thread's heap took off a bin for the
+/// program and did not hand out after all (`sampled.rs`): the free path,
+/// as the program's free would take it.
+fn free_unserved(p: *mut u8) {
+    if let Some(v) = crate::slab::slab::lookup(p as usize) {
+        // SAFETY: p is a live object of slab v, this thread's, never
+        // handed out (so not freed).
+        unsafe {
+            let left = heap::free(p, v, tls::heap(), process::free_key());
+            finish_free(p, v, left);
+        }
+    }
 }
 
 /// Refills the heap's empty bin of `class` (the tick first, if due;
@@ -277,6 +297,12 @@ fn freeing_heap() -> *mut Heap {
 #[cold]
 #[inline(never)]
 pub(crate) unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
+    // SAFETY: s is a live slab head (contract); a `reserved` of zero is a
+    // slab with nothing carved or one holding a sampled object.
+    if unsafe { (*s).reserved == 0 && crate::slab::marks::is_marked(s) } {
+        // SAFETY: forwarded contract.
+        return unsafe { free_in_marked(p, s) };
+    }
     if record::every_op_slow() {
         // SAFETY: forwarded contract.
         return unsafe { free_small_traced(p, s) };
@@ -288,6 +314,41 @@ pub(crate) unsafe fn free_small_slow(p: *mut u8, s: *mut Slab) {
     unsafe {
         if !heap::try_free_remote(p, s, h, key) {
             free_small_rare(p, s, h, key);
+        }
+    }
+}
+
+/// [`free_small_slow`] for a slab holding sampled objects
+/// (`slab/marks.rs`), whose every free comes here: the object check with
+/// the count kept apart, the sample's end if `p` is one, then the free as
+/// the fast path or the remote path would do it.
+///
+/// # Safety
+/// As [`free_small_slow`].
+#[cold]
+#[inline(never)]
+unsafe fn free_in_marked(p: *mut u8, s: *mut Slab) {
+    use crate::slab::marks;
+    // SAFETY: forwarded contract; the checks come before any write.
+    unsafe {
+        if marks::object_at(s, p).is_none() {
+            crate::alert::fatal("free(): invalid pointer (not the start of a block)", p);
+        }
+        if let Some(i) = marks::slot_of(s, p) {
+            let r = marks::release_slot(s, i, p);
+            if r != 0 {
+                profile::remove_sample(r as *mut crate::heap_profile::Record);
+            }
+        }
+        let h = freeing_heap();
+        let key = process::free_key();
+        if crate::slab::object::FreeObject::at(p).holds(key)
+            || (*s).owner.load(Relaxed) == h as *mut u8
+        {
+            // A double free (reported), or the thread's own object.
+            free_small_rare(p, s, h, key);
+        } else {
+            heap::free_remote(p, s, h, key);
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::heap_profile::{self as profile, sample_stack, unwind, Record};
 use crate::large::{self, Caller};
 use crate::page::{flags, LargeBlock};
 use crate::slab::classes::{CLASS_SIZE, NR_CLASSES};
+use crate::slab::{marks, Slab};
 use crate::sync::bump;
 use crate::sys;
 use crate::util::buf::FixedBuf;
@@ -38,6 +39,16 @@ use crate::settings::SETTINGS;
 /// A seed for a thread's sampler: its heap's address and the clock.
 fn seed(h: *const Heap) -> u64 {
     (h as u64).rotate_left(32) ^ sys::now_ns().wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Where a sample's record is kept until its block is freed.
+#[derive(Clone, Copy)]
+enum Holder {
+    /// In the page-granular block's descriptor (`LargeBlock::sample`).
+    Block,
+    /// In slot `.1` of slab `.0`, which holds the sampled object
+    /// (`slab/marks.rs`).
+    Slot(*mut Slab, usize),
 }
 
 /// What the small slow path does while sampling.
@@ -88,7 +99,8 @@ pub(crate) unsafe fn recredit(h: *mut Heap, class: usize) -> *mut u8 {
 /// The small-object slow path of heap `h` for `class` while sampling;
 /// `plain` is the slow path without the profile (it refills the bin if
 /// it is empty and pops an object off it), `page_block` allocates a
-/// page-granular block of the given size.
+/// page-granular block of the given size, `give_back` frees an object
+/// `plain` returned that the program does not get after all.
 ///
 /// # Safety
 /// `h` is the calling thread's heap (not the empty heap).
@@ -97,6 +109,7 @@ pub(crate) unsafe fn alloc_small(
     class: usize,
     plain: impl FnOnce() -> *mut u8,
     page_block: impl FnOnce(usize) -> *mut u8,
+    give_back: impl FnOnce(*mut u8),
 ) -> *mut u8 {
     let rate = profile::rate();
     if rate.mean == 0 {
@@ -175,13 +188,55 @@ pub(crate) unsafe fn alloc_small(
                 l.profile.sampled_small(class, size, rate.mean);
                 l.profile.small_weight(class)
             };
+            // The object from the bin, its sample kept in its slab
+            // (`slab/marks.rs`) — not while every free is watched (tracing,
+            // valgrind), whose path takes no marks.
+            if !super::record::every_op_slow() {
+                let p = plain();
+                if p.is_null() {
+                    return p;
+                }
+                // SAFETY: p is an object of this heap's, just taken from
+                // its bin and not yet the program's; h is this thread's heap.
+                unsafe {
+                    // A refill gave the bin credit of its own: only what
+                    // the new countdown allows (the sampled object does
+                    // not count against it).
+                    {
+                        let mut o = (*h).owned();
+                        let l = o.local();
+                        let g = l.profile.grant_small(class, l.bins.count(class));
+                        l.bins.set_credit(class, g);
+                    }
+                    if let Some(s) = crate::slab::slab::lookup(p as usize) {
+                        if let Some(i) = marks::take_slot(s, p) {
+                            record(h, p, weight, rate.mean, Holder::Slot(s, i));
+                            if marks::record(s, i) == 0 {
+                                // No sample taken after all.
+                                marks::release_slot(s, i, p);
+                            }
+                            return p;
+                        }
+                    }
+                    // Every slot of its slab is taken: the sample goes to a
+                    // block of its own, the object back to the bin (or, with
+                    // no block, to the program unsampled).
+                    let b = page_block(size as usize);
+                    if b.is_null() {
+                        return p;
+                    }
+                    give_back(p);
+                    record(h, b, weight, rate.mean, Holder::Block);
+                    return b;
+                }
+            }
             let p = page_block(size as usize);
             if p.is_null() {
                 return plain();
             }
             // SAFETY: p is a live page-granular block, not yet the
             // program's; h is this thread's heap.
-            unsafe { record(h, p, weight, rate.mean) };
+            unsafe { record(h, p, weight, rate.mean, Holder::Block) };
             p
         }
     }
@@ -247,7 +302,15 @@ pub fn alloc_big(size: usize, plain: impl FnOnce() -> *mut u8) -> *mut u8 {
     if due && !p.is_null() {
         // SAFETY: p is a live block not yet the program's; h is this
         // thread's heap.
-        unsafe { record(h, p, profile::weight(size, rate.mean), rate.mean) };
+        unsafe {
+            record(
+                h,
+                p,
+                profile::weight(size, rate.mean),
+                rate.mean,
+                Holder::Block,
+            )
+        };
     }
     p
 }
@@ -276,7 +339,7 @@ unsafe fn block_of(p: *mut u8) -> *mut LargeBlock {
 /// # Safety
 /// `h` is the calling thread's heap; `p` is a live page-granular block
 /// the program does not have yet.
-unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
+unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64, to: Holder) {
     // This function's registers, where the walk on the sample stack
     // starts (this frame stays put until it returns).
     let regs = unwind::Regs::here();
@@ -309,7 +372,7 @@ unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
             // run_on's call meanwhile.
             if unsafe { unwind::walk_from(regs, &mut stack) } {
                 // SAFETY: p is a live block of the caller's (contract).
-                unsafe { keep(p, stack.frames(), weight, mean) };
+                unsafe { keep(p, stack.frames(), weight, mean, to) };
                 done = true;
             }
         };
@@ -320,7 +383,7 @@ unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
     if !done && !on_signal_stack() {
         unwind::capture(&mut stack);
         // SAFETY: as above.
-        unsafe { keep(p, stack.frames(), weight, mean) };
+        unsafe { keep(p, stack.frames(), weight, mean, to) };
     }
     // SAFETY: as above.
     unsafe { (*h).owned().local().profile.set_busy(false) };
@@ -332,14 +395,20 @@ unsafe fn record(h: *mut Heap, p: *mut u8, weight: (u64, u64), mean: u64) {
 ///
 /// # Safety
 /// `p` is a live page-granular block the program does not have yet.
-unsafe fn keep(p: *mut u8, frames: &[usize], weight: (u64, u64), mean: u64) {
+unsafe fn keep(p: *mut u8, frames: &[usize], weight: (u64, u64), mean: u64, to: Holder) {
     let (r, peak) = profile::add_sample(frames, weight, mean);
     if !r.is_null() {
-        // SAFETY: p is a live block of the caller's (contract).
+        // SAFETY: p is a live block of the caller's (contract), or the
+        // object of slot i of slab s, filled by this thread.
         unsafe {
-            let b = block_of(p);
-            (*b).sample = r as usize;
-            (*b).flags |= flags::SAMPLED;
+            match to {
+                Holder::Block => {
+                    let b = block_of(p);
+                    (*b).sample = r as usize;
+                    (*b).flags |= flags::SAMPLED;
+                }
+                Holder::Slot(s, i) => marks::set_record(s, i, r as usize),
+            }
         }
     }
     if peak {

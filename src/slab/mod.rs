@@ -5,10 +5,12 @@
 //! - `classes.rs`: the size classes and the slab order;
 //! - `slab.rs`: one slab and its descriptor (the [`Slab`] view);
 //! - `object.rs`: a free object (its link and its free key);
+//! - `marks.rs`: a slab holding sampled objects (the heap profile's);
 //! - `remote_list.rs`: a slab's remote list (its `thread_free` word and
 //!   the flags the owner learns from).
 
 pub(crate) mod classes;
+pub(crate) mod marks;
 pub(crate) mod object;
 pub(crate) mod remote_list;
 #[allow(clippy::module_inception)]

@@ -134,7 +134,10 @@ pub struct Slab {
     /// Objects carved so far (the rest is untouched): the free path's
     /// object check takes only these as objects, so a free of a slot never
     /// handed out is refused. Zero in every other descriptor, tails
-    /// included ([`crate::page::Page::object_bound`]).
+    /// included ([`crate::page::Page::object_bound`]) — and in a slab
+    /// holding a sampled object, which keeps the count apart so that every
+    /// free of it takes the slow path (`marks.rs`): the owner reads and
+    /// writes it through [`marks::reserved`](super::marks::reserved).
     pub reserved: u16,
     /// The byte offset of the class's bin in a heap's bins (`class <<
     /// classes::BIN_SHIFT`): the free path reaches the bin with one load and
@@ -258,6 +261,7 @@ pub(crate) unsafe fn init(head: *mut Page, class: usize, owner: *mut u8) -> *mut
             let t = desc_of(base + i * PAGE_SIZE);
             (*t).head.store(head, Relaxed);
             (*t).next = core::ptr::null_mut(); // the emptied-stack link
+            (*t).clear_tail_words(); // no sampled object (`marks.rs`)
             (*t).set_kind(PageKind::SlabTail);
         }
         // Publish the kind last: a racing invalid free that sees Slab also
@@ -408,18 +412,19 @@ pub(crate) unsafe fn fini(s: *mut Slab) -> *mut Page {
 
 /// Takes every object off the slab's own list, for a bin: returns the
 /// first and how many (in O(1): the invariant gives the count); the slab
-/// counts them as in use.
+/// counts them as in use. `reserved` is the slab's objects carved (kept
+/// apart while it holds a sampled object: `marks::reserved`).
 ///
 /// # Safety
 /// `s` is owned by the calling heap.
 #[inline]
-pub(crate) unsafe fn take_all(s: *mut Slab) -> (*mut u8, u32) {
+pub(crate) unsafe fn take_all(s: *mut Slab, reserved: u16) -> (*mut u8, u32) {
     // SAFETY: owner-only fields; the objects on `free` become the caller's.
     unsafe {
         let head = core::mem::replace(&mut (*s).free, core::ptr::null_mut());
         // Invariant: used + len(free) = reserved.
-        let n = (*s).reserved - used(s);
-        set_used(s, (*s).reserved);
+        let n = reserved - used(s);
+        set_used(s, reserved);
         (head, u32::from(n))
     }
 }
@@ -503,20 +508,23 @@ pub(crate) unsafe fn set_in_full(s: *mut Slab, full: bool) {
     }
 }
 
-/// Carves up to a page of objects from the untouched tail onto `free`.
-/// Returns false if the slab has no untouched objects left.
+/// Carves up to a page of objects from the untouched tail onto `free`,
+/// past the `reserved` carved so far (`marks::reserved`). Returns the
+/// objects carved now in all, for the caller to record
+/// (`marks::set_reserved`); None if the slab has no untouched objects
+/// left.
 ///
 /// # Safety
 /// `s` is a slab owned by the calling heap.
-pub(crate) unsafe fn extend(s: *mut Slab) -> bool {
+pub(crate) unsafe fn extend(s: *mut Slab, reserved: u16) -> Option<u16> {
     // SAFETY: the owner has exclusive use of free/reserved and of the
     // never-handed-out objects it writes.
     unsafe {
         let size = object_size(s);
         let cap = Slab::capacity(s) as usize;
-        let first = (*s).reserved as usize;
+        let first = reserved as usize;
         if first >= cap {
-            return false;
+            return None;
         }
         let n = (EXTEND_BYTES / size)
             .max(EXTEND_MIN_OBJECTS)
@@ -533,14 +541,13 @@ pub(crate) unsafe fn extend(s: *mut Slab) -> bool {
             next = obj.addr();
         }
         (*s).free = next;
-        (*s).reserved = (first + n) as u16;
         if crate::sys::valgrind::memcheck() {
             // Free objects are not the program's: memcheck neither lets it
             // touch them nor counts their links as pointers to the blocks
             // handed out after them (a leak would look reachable).
             crate::sys::valgrind::make_mem_noaccess(base as *const u8, n * size);
         }
-        true
+        Some((first + n) as u16)
     }
 }
 
