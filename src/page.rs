@@ -19,7 +19,7 @@
 //! | `Buddy`/`Pcp`/`Isolated` | [`Page`]              | `free_epoch`     | -            |
 //! | `Large`/`Cached`/`Huge`/`PcpLarge` | [`LargeBlock`] | `pages`    | `len` (huge), `sample`, `resident` (pcp) |
 //! | `Slab`                 | [`crate::slab::Slab`]   | `used`           | slab fields  |
-//! | `SlabTail`             | [`Page`] (`head` only)  | -                | -            |
+//! | `SlabTail`             | [`Page`] (`head`, `next` on the first) | - | 32..56: a sampled object's slot (`slab/marks.rs`) |
 //!
 //! Locking: a descriptor belongs to whoever owns its block: the zone lock
 //! for `Buddy`/`Isolated`, the pageset lock for `Pcp`, the owning thread

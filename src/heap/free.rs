@@ -15,6 +15,7 @@ use crate::page_alloc::Pages;
 use crate::section::desc_of;
 
 use super::heap::{Heap, Owned};
+use crate::slab::marks;
 use crate::slab::object::FreeObject;
 use crate::slab::slab::{self, Slab};
 
@@ -173,7 +174,10 @@ pub(crate) unsafe fn free_slow(p: *mut u8, s: *mut Slab, h: *const Heap, key: us
 pub unsafe fn try_free_remote(p: *mut u8, s: *mut Slab, h: *const Heap, key: usize) -> bool {
     // SAFETY: as in `free`; the checks are repeated here in full.
     unsafe {
-        if slab::object_at(s, p).is_none() {
+        // A slab holding a sampled object fails the plain check for every
+        // object (`slab/marks.rs`); one marked since the caller looked
+        // is asked again with the count it keeps.
+        if slab::object_at(s, p).is_none() && marks::object_at_settled(s, p).is_none() {
             alert::fatal("free(): invalid pointer (not the start of a block)", p);
         }
         if !FreeObject::at(p).holds(key) && (*s).owner.load(Relaxed) != h as *mut u8 {
@@ -296,7 +300,7 @@ pub unsafe fn checked_size(
     unsafe {
         // A slab holding a sampled object fails the plain check for every
         // object (`slab/marks.rs`).
-        if slab::object_at(s, p).is_none() && crate::slab::marks::object_at(s, p).is_none() {
+        if slab::object_at(s, p).is_none() && marks::object_at_settled(s, p).is_none() {
             alert::fatal(invalid, p);
         }
         if let Some(msg) = freed {

@@ -12,9 +12,10 @@
 //! bytes it stands for) with no cost when off: the fast paths keep their
 //! instructions (see `heap/bin.rs` for how a bin's pops are bounded while
 //! sampling), the runtime's hooks (`runtime/sampled.rs`) sit on slow
-//! paths, and a sampled small object is served as a page-granular block,
-//! whose free takes the slow path anyway and finds the sample's record in
-//! its descriptor.
+//! paths, and a sampled small object's slab is marked while it holds the
+//! sample, so that its frees take the slow path, which finds the sample's
+//! record in the slab (`slab/marks.rs`); a sampled page-granular block
+//! keeps its record in its descriptor.
 //!
 //! This module holds what every thread reads: whether to sample and at
 //! which rate, and the setting's syntax.

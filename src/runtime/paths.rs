@@ -331,7 +331,7 @@ unsafe fn free_in_marked(p: *mut u8, s: *mut Slab) {
     use crate::slab::marks;
     // SAFETY: forwarded contract; the checks come before any write.
     unsafe {
-        if marks::object_at(s, p).is_none() {
+        if marks::object_at(s, p).is_none() && marks::object_at_settled(s, p).is_none() {
             crate::alert::fatal("free(): invalid pointer (not the start of a block)", p);
         }
         if let Some(i) = marks::slot_of(s, p) {

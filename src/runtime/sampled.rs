@@ -8,12 +8,15 @@
 //! and this path sees it. It gives the bin credit for as many objects as
 //! the class's countdown allows (all of those on the bin when no sample
 //! is near), takes the sample when the countdown is out, and serves the
-//! sampled object as a page-granular block: its free then comes through
-//! the slow path of page-granular blocks, which finds the sample's record
-//! in the block's descriptor — free's fast path checks nothing. The
-//! block costs a page (two for 8 KiB classes) in place of the object:
-//! with one sample per `mean` bytes, about `live small bytes × 4 KiB /
-//! mean` more memory (0.2% at the default 2 MiB).
+//! sampled object from the bin like any other, its record in a slot of
+//! its slab, which is marked meanwhile so that every free of the slab's
+//! objects takes the slow path (`slab/marks.rs`) — free's fast path
+//! checks nothing more. (Served as a page-granular block, as before, a
+//! sample made a producer/consumer pair on two CPUs run 6–22% slower,
+//! whatever the block's source or free: `docs/heap-profile.md`.) A slab
+//! with all seven slots taken, or a process that watches every free
+//! (tracing, valgrind), gets the sample in a page-granular block still:
+//! its free finds the record in the block's descriptor.
 //!
 //! Blocks above 8 KiB count against one countdown of bytes on their own
 //! slow path ([`alloc_big`]); huge blocks likewise.

@@ -5,7 +5,7 @@
 //!
 //! A sampled small object is served from its bin like any other: handed a
 //! block from anywhere else, a producer/consumer pair of threads on two
-//! CPUs ran 8–22% slower (xmalloc-test; `docs/heap-profile.md`), far
+//! CPUs ran 6–22% slower (xmalloc-test; `docs/heap-profile.md`), far
 //! beyond the sample's own work. Its free must then be found without an
 //! instruction more on the free fast path. The mark does it with one
 //! field: the slab's `reserved` (objects carved) is set to zero, where it
@@ -17,16 +17,20 @@
 //!
 //! The slab's tail descriptors hold the samples, one each ([`SLOTS`]):
 //! the object's address and its record, in words no other view of a
-//! slab tail uses (the object check's bytes 56..63 stay zero). A free
-//! compares its address with the slots without a lock (a sampled object
-//! is published by its slot before the program has it, and its slot is
-//! cleared before it is freed, so no other object matches); the rest —
+//! slab tail uses (the object check's bytes 56..63 stay zero); the first
+//! tail's third word holds the kept count and, above it, which slots are
+//! taken ([`HELD_SHIFT`]), so a free reads the slots in use only — one
+//! line for a slab with one sample. A free compares its address with
+//! them without a lock (a sampled object is published by its slot before
+//! the program has it, and its slot is cleared before it is freed, so no
+//! other object matches); the rest —
 //! filling a slot, emptying one, marking and unmarking, and the owner's
 //! carving while marked — happens under [`MARKS`], a leaf lock taken once
 //! per sample and once per sampled object's free.
 //!
-//! Invariants: a slab is marked (`reserved` zero and the kept count
-//! non-zero) exactly while one of its slots holds an address; a slot's
+//! Invariants: a slab is marked (`reserved` zero and the kept word
+//! non-zero) exactly while one of its slots holds an address, and a
+//! slot's bit is set exactly while it holds one; a slot's
 //! address is a live object of the slab, handed out; the slots and the
 //! kept count are zero in every slab not marked.
 
@@ -46,8 +50,15 @@ pub(crate) const SLOTS: usize = classes::SLAB_PAGES - 1;
 const ADDR_OFFSET: usize = TAIL_WORDS_OFFSET;
 /// A slot's record: the second.
 const RECORD_OFFSET: usize = TAIL_WORDS_OFFSET + 8;
-/// The first tail's third: `reserved` while the slab is marked.
+/// The first tail's third: `reserved` while the slab is marked (low 16
+/// bits), and a bit for each slot taken above ([`HELD_SHIFT`]); zero
+/// while it is not.
 const REAL_OFFSET: usize = TAIL_WORDS_OFFSET + 16;
+/// Where the bits of the slots taken start in the kept word (slot `i`'s
+/// is bit `HELD_SHIFT + i - 1`).
+const HELD_SHIFT: u32 = 16;
+/// The kept count's bits of the kept word.
+const KEPT_MASK: usize = (1 << HELD_SHIFT) - 1;
 
 /// Marking, unmarking, slots filled and emptied, carving while marked.
 static MARKS: Locked<()> = Locked::new(());
@@ -113,7 +124,7 @@ unsafe fn reserved_kept(s: *const Slab) -> u16 {
     unsafe {
         let kept = tail_word(s, 1, REAL_OFFSET).load(Acquire);
         if kept != 0 {
-            return kept as u16;
+            return (kept & KEPT_MASK) as u16;
         }
         load_reserved(s, Acquire)
     }
@@ -166,7 +177,8 @@ unsafe fn set_reserved_kept(s: *mut Slab, n: u16) {
         }
         let _g = MARKS.lock();
         if is_marked(s) {
-            tail_word(s, 1, REAL_OFFSET).store(usize::from(n), Release);
+            let w = tail_word(s, 1, REAL_OFFSET);
+            w.store((w.load(Relaxed) & !KEPT_MASK) | usize::from(n), Release);
         } else {
             store_reserved(s, n, Release);
         }
@@ -203,6 +215,23 @@ pub(crate) unsafe fn object_at(s: *const Slab, p: *const u8) -> Option<usize> {
     }
 }
 
+/// [`object_at`] under MARKS, where no slab is marked or unmarked: the
+/// last word before a free of `p` is refused. A free that read the
+/// slab's count on its way in may have seen it between an unmark and the
+/// next mark (both zero in turn), or, on a weakly ordered CPU, the mark's
+/// zero before the kept count; here it reads them settled. (A count the
+/// owner raised since counts no object the caller can hold from before.)
+///
+/// # Safety
+/// As [`object_at`].
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn object_at_settled(s: *const Slab, p: *const u8) -> Option<usize> {
+    let _g = MARKS.lock();
+    // SAFETY: forwarded contract.
+    unsafe { object_at(s, p) }
+}
+
 /// The owner of slab `s` hands object `p` of it out as a sample: takes a
 /// slot for it, marking the slab if it is the first. The slot's index,
 /// or None when every slot is taken (the sample is served otherwise).
@@ -214,15 +243,22 @@ pub(crate) unsafe fn take_slot(s: *mut Slab, p: *mut u8) -> Option<usize> {
     let _g = MARKS.lock();
     // SAFETY: forwarded contract; the slots are changed under MARKS only.
     unsafe {
-        let i = (1..=SLOTS).find(|&i| tail_word(s, i, ADDR_OFFSET).load(Relaxed) == 0)?;
-        if !is_marked(s) {
-            let n = (*s).reserved;
-            debug_assert!(n != 0, "a slab handing out an object has carved it");
-            tail_word(s, 1, REAL_OFFSET).store(usize::from(n), Release);
-            store_reserved(s, 0, Release);
-        }
+        let w = tail_word(s, 1, REAL_OFFSET);
+        let word = w.load(Relaxed);
+        let held = word >> HELD_SHIFT;
+        let i = (1..=SLOTS).find(|&i| held & (1 << (i - 1)) == 0)?;
+        debug_assert_eq!(tail_word(s, i, ADDR_OFFSET).load(Relaxed), 0);
         tail_word(s, i, RECORD_OFFSET).store(0, Relaxed);
         tail_word(s, i, ADDR_OFFSET).store(p as usize, Release);
+        let bit = 1 << (HELD_SHIFT as usize + i - 1);
+        if word == 0 {
+            let n = (*s).reserved;
+            debug_assert!(n != 0, "a slab handing out an object has carved it");
+            w.store(usize::from(n) | bit, Release);
+            store_reserved(s, 0, Release);
+        } else {
+            w.store(word | bit, Release);
+        }
         Some(i)
     }
 }
@@ -253,7 +289,17 @@ pub(crate) unsafe fn record(s: *mut Slab, i: usize) -> usize {
 /// `s` is a live slab; `p` is an object of it being freed.
 pub(crate) unsafe fn slot_of(s: *const Slab, p: *const u8) -> Option<usize> {
     // SAFETY: forwarded contract.
-    (1..=SLOTS).find(|&i| unsafe { tail_word(s, i, ADDR_OFFSET).load(Acquire) } == p as usize)
+    unsafe {
+        let mut held = tail_word(s, 1, REAL_OFFSET).load(Acquire) >> HELD_SHIFT;
+        while held != 0 {
+            let i = held.trailing_zeros() as usize + 1;
+            if tail_word(s, i, ADDR_OFFSET).load(Acquire) == p as usize {
+                return Some(i);
+            }
+            held &= held - 1;
+        }
+        None
+    }
 }
 
 /// Empties slot `i` of slab `s` (holding `p`), unmarking the slab if it
@@ -266,28 +312,35 @@ pub(crate) unsafe fn release_slot(s: *mut Slab, i: usize, p: *const u8) -> usize
     let _g = MARKS.lock();
     // SAFETY: forwarded contract; under MARKS.
     unsafe {
-        debug_assert_eq!(tail_word(s, i, ADDR_OFFSET).load(Relaxed), p as usize);
+        if tail_word(s, i, ADDR_OFFSET).load(Relaxed) != p as usize {
+            // Two threads freed the sample at once (a double free, which
+            // the key check reports): the first one ended it.
+            return 0;
+        }
         let r = tail_word(s, i, RECORD_OFFSET).load(Relaxed);
         tail_word(s, i, RECORD_OFFSET).store(0, Relaxed);
         tail_word(s, i, ADDR_OFFSET).store(0, Release);
-        if (1..=SLOTS).all(|j| tail_word(s, j, ADDR_OFFSET).load(Relaxed) == 0) {
-            unmark(s);
+        let w = tail_word(s, 1, REAL_OFFSET);
+        let word = w.load(Relaxed) & !(1 << (HELD_SHIFT as usize + i - 1));
+        if word >> HELD_SHIFT == 0 {
+            unmark(s, (word & KEPT_MASK) as u16);
+        } else {
+            w.store(word, Release);
         }
         r
     }
 }
 
-/// Gives slab `s` its `reserved` back: written before the kept count is
-/// cleared (see [`reserved`]).
+/// Gives slab `s` its `reserved` back, `kept`: written before the kept
+/// word is cleared (see [`reserved`]).
 ///
 /// # Safety
 /// Under MARKS; `s` is a marked slab whose slots are empty.
-unsafe fn unmark(s: *mut Slab) {
+unsafe fn unmark(s: *mut Slab, kept: u16) {
     // SAFETY: forwarded contract.
     unsafe {
-        let kept = tail_word(s, 1, REAL_OFFSET).load(Relaxed);
         debug_assert!(kept != 0);
-        store_reserved(s, kept as u16, Release);
+        store_reserved(s, kept, Release);
         tail_word(s, 1, REAL_OFFSET).store(0, Release);
     }
 }
@@ -299,19 +352,25 @@ unsafe fn unmark(s: *mut Slab) {
 pub(crate) unsafe fn check(s: *const Slab) {
     // SAFETY: forwarded contract.
     unsafe {
-        let held = (1..=SLOTS)
-            .filter(|&i| tail_word(s, i, ADDR_OFFSET).load(Relaxed) != 0)
-            .count();
+        let word = tail_word(s, 1, REAL_OFFSET).load(Relaxed);
+        let held = word >> HELD_SHIFT;
+        assert_eq!(held >> SLOTS, 0, "a slot bit past the slots");
         assert_eq!(
-            held > 0,
-            is_marked(s),
+            held != 0,
+            word != 0,
             "a slab marked exactly while it holds samples"
         );
-        if is_marked(s) {
+        if word != 0 {
             assert_eq!((*s).reserved, 0, "a marked slab's reserved kept apart");
+            assert!(word & KEPT_MASK != 0, "a marked slab without its count");
         }
         for i in 1..=SLOTS {
             let a = tail_word(s, i, ADDR_OFFSET).load(Relaxed);
+            assert_eq!(
+                a != 0,
+                held & (1 << (i - 1)) != 0,
+                "a slot's bit and its address disagree"
+            );
             if a != 0 {
                 assert!(
                     object_at(s, a as *const u8).is_some(),
