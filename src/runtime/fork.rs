@@ -33,6 +33,7 @@ use core::sync::atomic::{
 use crate::heap::block_bins;
 use crate::heap_profile;
 use crate::meta;
+use crate::slab::marks;
 use crate::sync;
 
 use super::process::{self, HEAPS, HUGE, PAGES};
@@ -152,10 +153,10 @@ pub(crate) static LOCKS: [LockClass; 14] = [
         },
     },
     LockClass {
-        take: crate::slab::marks::lock_for_fork,
+        take: || core::mem::forget(marks::MARKS.lock()),
         release: |child| {
             // SAFETY: the caller (fork's handlers) took it with `take`.
-            unsafe { crate::slab::marks::unlock_after_fork(child) }
+            unsafe { release_raw(&marks::MARKS.lock, child) }
         },
     },
     LockClass {

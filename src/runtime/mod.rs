@@ -31,6 +31,7 @@
 pub(crate) mod control;
 pub(crate) mod files;
 pub(crate) mod fork;
+pub(crate) mod free_small;
 pub(crate) mod give_back;
 pub(crate) mod hooks;
 pub(crate) mod late;

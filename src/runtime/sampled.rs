@@ -155,7 +155,7 @@ pub(crate) unsafe fn alloc_small(
             let p = plain();
             if !p.is_null() {
                 // SAFETY: as above.
-                unsafe { refilled(h, class) };
+                unsafe { refilled(h, class, 1) };
             }
             p
         }
@@ -179,7 +179,7 @@ pub(crate) unsafe fn alloc_small(
                 }
             }
             // SAFETY: as above.
-            unsafe { refilled(h, class) };
+            unsafe { refilled(h, class, 1) };
             p
         }
         Small::Sample => {
@@ -202,15 +202,7 @@ pub(crate) unsafe fn alloc_small(
                 // SAFETY: p is an object of this heap's, just taken from
                 // its bin and not yet the program's; h is this thread's heap.
                 unsafe {
-                    // A refill gave the bin credit of its own: only what
-                    // the new countdown allows (the sampled object does
-                    // not count against it).
-                    {
-                        let mut o = (*h).owned();
-                        let l = o.local();
-                        let g = l.profile.grant_small(class, l.bins.count(class));
-                        l.bins.set_credit(class, g);
-                    }
+                    refilled(h, class, 0);
                     if let Some(s) = crate::slab::slab::lookup(p as usize) {
                         if let Some(i) = marks::take_slot(s, p) {
                             record(h, p, weight, rate.mean, Holder::Slot(s, i));
@@ -224,39 +216,59 @@ pub(crate) unsafe fn alloc_small(
                     // Every slot of its slab is taken: the sample goes to a
                     // block of its own, the object back to the bin (or, with
                     // no block, to the program unsampled).
-                    let b = page_block(size as usize);
+                    let b = sample_in_block(h, size as usize, weight, rate.mean, page_block);
                     if b.is_null() {
                         return p;
                     }
                     give_back(p);
-                    record(h, b, weight, rate.mean, Holder::Block);
                     return b;
                 }
             }
-            let p = page_block(size as usize);
-            if p.is_null() {
+            // SAFETY: as above.
+            let b = unsafe { sample_in_block(h, size as usize, weight, rate.mean, page_block) };
+            if b.is_null() {
                 return plain();
             }
-            // SAFETY: p is a live page-granular block, not yet the
-            // program's; h is this thread's heap.
-            unsafe { record(h, p, weight, rate.mean, Holder::Block) };
-            p
+            b
         }
     }
 }
 
-/// `plain` refilled the bin of `class` of heap `h` and popped an object
-/// off it: it counts against the countdown, and the bin may hand out what
-/// the countdown allows.
+/// A page-granular block of `size` bytes from `page_block`, sampled as a
+/// small object standing for `weight` at one sample per `mean` bytes;
+/// null if there is none.
 ///
 /// # Safety
 /// `h` is the calling thread's heap.
-unsafe fn refilled(h: *mut Heap, class: usize) {
+unsafe fn sample_in_block(
+    h: *mut Heap,
+    size: usize,
+    weight: (u64, u64),
+    mean: u64,
+    page_block: impl FnOnce(usize) -> *mut u8,
+) -> *mut u8 {
+    let b = page_block(size);
+    if !b.is_null() {
+        // SAFETY: b is a live page-granular block, not yet the program's;
+        // h is this thread's heap (contract).
+        unsafe { record(h, b, weight, mean, Holder::Block) };
+    }
+    b
+}
+
+/// `plain` refilled the bin of `class` of heap `h` (a refill gives the
+/// bin credit of its own) and popped an object off it, which counts `n`
+/// against the countdown (none for a sampled object: the countdown was
+/// drawn after it); the bin may hand out what the countdown allows.
+///
+/// # Safety
+/// `h` is the calling thread's heap.
+unsafe fn refilled(h: *mut Heap, class: usize, n: u32) {
     // SAFETY: forwarded contract.
     unsafe {
         let mut o = (*h).owned();
         let l = o.local();
-        l.profile.count_small(class, 1);
+        l.profile.count_small(class, n);
         let g = l.profile.grant_small(class, l.bins.count(class));
         l.bins.set_credit(class, g);
     }

@@ -61,7 +61,7 @@ const HELD_SHIFT: u32 = 16;
 const KEPT_MASK: usize = (1 << HELD_SHIFT) - 1;
 
 /// Marking, unmarking, slots filled and emptied, carving while marked.
-static MARKS: Locked<()> = Locked::new(());
+pub(crate) static MARKS: Locked<()> = Locked::new(());
 
 /// Word `offset` of the `i`-th tail descriptor (1-based) of slab `s`.
 ///
@@ -383,26 +383,6 @@ pub(crate) unsafe fn check(s: *const Slab) {
                     "a record without its slot"
                 );
             }
-        }
-    }
-}
-
-/// Takes MARKS for a fork (`runtime/fork.rs`).
-pub(crate) fn lock_for_fork() {
-    core::mem::forget(MARKS.lock());
-}
-
-/// Releases (parent) or resets (child) MARKS after a fork.
-///
-/// # Safety
-/// The calling thread took it with [`lock_for_fork`].
-pub(crate) unsafe fn unlock_after_fork(child: bool) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        if child {
-            MARKS.lock.force_unlock();
-        } else {
-            MARKS.lock.unlock();
         }
     }
 }
